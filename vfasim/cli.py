@@ -1,0 +1,80 @@
+"""Command line: ``vfasim run``, ``vfasim hw list``, ``vfasim hw show NAME``.
+
+Bad input ends with ``error: <one line>`` on stderr and exit status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vfasim import __version__
+from vfasim.api import run
+from vfasim.errors import VfasimError
+from vfasim.functional import ALGORITHMS
+from vfasim.hw import builtin_names, load_hw
+from vfasim.report import format_hw, format_run, to_json
+from vfasim.sim import SCHEDULES
+from vfasim.workloads import WORKLOADS
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, like every other bad input
+        raise VfasimError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="vfasim", description="Performance model of FlashAttention-style kernels.")
+    parser.add_argument("--version", action="version", version=f"vfasim {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_run(sub.add_parser("run", help="simulate one algorithm on one core, with checked numerics"))
+    hw = sub.add_parser("hw", help="list or show hardware configs")
+    hw_sub = hw.add_subparsers(dest="hw_command", required=True, parser_class=_Parser)
+    hw_sub.add_parser("list", help="names of the built-in configs")
+    show = hw_sub.add_parser("show", help="print one config (built-in name or YAML path)")
+    show.add_argument("name")
+    return parser
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hw", default="C4V16", help="built-in config name or YAML path (default C4V16)")
+    p.add_argument("--algo", default="vfa", help=f"one of {', '.join(ALGORITHMS)} (default vfa)")
+    p.add_argument("--seq-len", type=int, default=4096)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--block-q", type=int, default=128)
+    p.add_argument("--block-k", type=int, default=128)
+    p.add_argument("--causal", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--heads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workload", default="llm-like", help=f"one of {', '.join(WORKLOADS)}")
+    p.add_argument("--qkv", default=None, help=".npz (q, k, v) or .npy [3, ...] file; overrides --workload")
+    p.add_argument("--lam", type=float, default=1e-3, help="VSA skip threshold λ in (0, 1)")
+    p.add_argument("--schedule", default="pipelined", help=f"one of {', '.join(SCHEDULES)}")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        print(_dispatch(args))
+    except VfasimError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
+def _dispatch(args: argparse.Namespace) -> str:
+    if args.command == "hw":
+        return "\n".join(builtin_names()) if args.hw_command == "list" else format_hw(load_hw(args.name))
+    result = run(args.hw, args.algo, seq_len=args.seq_len, head_dim=args.head_dim,
+                 block_q=args.block_q, block_k=args.block_k, causal=args.causal, heads=args.heads,
+                 seed=args.seed, workload=args.workload, qkv=args.qkv, lam=args.lam,
+                 schedule=args.schedule)
+    doc = result.to_dict()
+    return to_json(doc) if args.json else format_run(doc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,8 @@
+"""NumPy functional engine: tiled attention algorithms that emit the operation trace."""
+
+from vfasim.functional.engine import ALGORITHMS, EngineResult, Policy, run_engine
+from vfasim.functional.precision import Precision
+from vfasim.functional.reference import reference_attention
+from vfasim.functional.tiling import Tiling
+
+__all__ = ["ALGORITHMS", "EngineResult", "Policy", "Precision", "Tiling", "reference_attention", "run_engine"]

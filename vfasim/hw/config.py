@@ -1,0 +1,111 @@
+"""Hardware description of one core: pipelines, their rates, and which op kind runs where.
+
+A config is data, not code: which pipelines exist, each one's throughput per
+data type, start-up latency and per-instruction overhead, and the op-kind ->
+pipeline map. Both a GPU-like SM (tensor cores + FP32 ALUs + SFU) and a split
+cube/vector core (Ascend-like) can be written this way.
+
+Assumptions:
+- An op occupies one pipeline for start-up + ceil(work × work_factor / throughput)
+  + issue overhead cycles; start-up is not overlapped between ops.
+- An op kind mapped to ``fused`` costs nothing (e.g. O accumulation inside the
+  cube's accumulator); it still orders its dependants.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from vfasim.trace import DTYPES, OP_KINDS
+
+FUSED = "fused"
+Role = Literal["tensor", "vector", "exp", "memory"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Pipeline(_Strict):
+    role: Role = Field(description="What the unit is: tensor/cube, vector ALU, exp/SFU, or data mover")
+    throughput: dict[str, float] = Field(
+        min_length=1, description="Work units per cycle by data type: MACs (tensor), elements "
+                                  "(vector, exp) or bytes (memory)")
+    startup_cycles: int = Field(ge=0, description="Fixed latency added to every op on this pipeline")
+    issue_overhead_cycles: int = Field(ge=0, description="Per-instruction issue cost, once per op")
+    units: int = Field(default=1, gt=0, description="Identical instances that serve ops in parallel")
+
+    @model_validator(mode="after")
+    def _known_positive_rates(self) -> Pipeline:
+        for dtype, rate in self.throughput.items():
+            if dtype not in (*DTYPES, "bytes"):
+                raise ValueError(f"unknown data type {dtype!r} in throughput "
+                                 f"(valid: {', '.join(DTYPES)}, or bytes for data movers)")
+            if not rate > 0:
+                raise ValueError(f"throughput for {dtype} must be > 0, got {rate}")
+        return self
+
+
+class PrecisionSpec(_Strict):
+    matmul: str = Field(description="Matmul input format (C16/C8/C4 in the config name)")
+    vector: str = Field(description="Vector-side arithmetic format (V32/V16 in the config name)")
+
+    @model_validator(mode="after")
+    def _known(self) -> PrecisionSpec:
+        for name in (self.matmul, self.vector):
+            if name not in DTYPES:
+                raise ValueError(f"unknown data type {name!r} (valid: {', '.join(DTYPES)})")
+        return self
+
+
+class HardwareConfig(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    clock_ghz: float = Field(gt=0, description="Core clock, to turn cycles into time")
+    precision: PrecisionSpec
+    score_buffers: int = Field(gt=0, description="Score-tile buffers: how far the cube may run ahead")
+    pipelines: dict[str, Pipeline] = Field(min_length=1)
+    op_map: dict[str, str] = Field(description="Op kind -> pipeline name, or 'fused' (free)")
+    work_factor: dict[str, float] = Field(
+        default_factory=dict, description="Op kind -> multiplier on its work (e.g. reduction cost)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> HardwareConfig:
+        missing = [k for k in OP_KINDS if k not in self.op_map]
+        if missing:
+            raise ValueError(f"op_map has no entry for {', '.join(missing)}")
+        for kind, pipe in self.op_map.items():
+            if kind not in OP_KINDS:
+                raise ValueError(f"op_map names unknown op kind {kind!r}")
+            if pipe != FUSED and pipe not in self.pipelines:
+                raise ValueError(f"op_map.{kind} names unknown pipeline {pipe!r} "
+                                 f"(pipelines: {', '.join(self.pipelines)})")
+        for kind, factor in self.work_factor.items():
+            if kind not in OP_KINDS or not factor > 0:
+                raise ValueError(f"work_factor.{kind} must name an op kind and be > 0")
+        self._check_rates()
+        return self
+
+    def _check_rates(self) -> None:
+        """Every pipeline an op kind maps to must have a rate for the dtype it will see."""
+        for kind, pipe in self.op_map.items():
+            if pipe == FUSED:
+                continue
+            key = self.rate_key(kind)
+            if key not in self.pipelines[pipe].throughput:
+                raise ValueError(f"pipelines.{pipe}.throughput has no rate for {key} (needed by {kind})")
+
+    def rate_key(self, kind: str) -> str:
+        """Which throughput entry prices ``kind``: bytes, or the dtype it computes in."""
+        cls, unit = OP_KINDS[kind]
+        if unit == "bytes":
+            return "bytes"
+        return self.precision.matmul if cls == "tensor" else self.precision.vector
+
+    def digest(self) -> str:
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]

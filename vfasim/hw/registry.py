@@ -1,0 +1,98 @@
+"""Finding and loading hardware configs: built-in names or YAML paths, parsed safely.
+
+A config may start from another with ``base: NAME`` and override fields; the
+override is a deep merge (mappings merge, everything else replaces).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from vfasim.errors import VfasimError
+from vfasim.hw.config import HardwareConfig
+
+MAX_BASE_DEPTH = 8
+
+
+def builtin_names() -> list[str]:
+    """Names of the configs shipped in hw_configs/, sorted."""
+    return sorted(_builtin_files())
+
+
+def _builtin_files() -> dict[str, Any]:
+    root = resources.files("vfasim").joinpath("hw_configs")
+    files = [f for f in root.iterdir() if f.name.endswith(".yaml")]
+    return {_read_yaml(f.read_text(), f.name).get("name", f.name[:-5]): f for f in files}
+
+
+def load_hw(name_or_path: str | Path) -> HardwareConfig:
+    """A built-in config by name (case-insensitive) or a YAML file by path."""
+    raw, origin = _raw(str(name_or_path), depth=0)
+    try:
+        return HardwareConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise VfasimError(f"hw config {origin}: {_first_error(exc)}") from None
+
+
+def _raw(name_or_path: str, depth: int) -> tuple[dict, str]:
+    if depth > MAX_BASE_DEPTH:
+        raise VfasimError(f"hw config {name_or_path}: 'base' chain deeper than {MAX_BASE_DEPTH}")
+    text, origin = _source(name_or_path)
+    raw = _read_yaml(text, origin)
+    base = raw.pop("base", None)
+    if base is None:
+        return raw, origin
+    if not isinstance(base, str):
+        raise VfasimError(f"hw config {origin}: base must be a config name or path")
+    parent, _ = _raw(base, depth + 1)
+    return _deep_merge(parent, raw), origin
+
+
+def _source(name_or_path: str) -> tuple[str, str]:
+    builtins = {k.lower(): v for k, v in _builtin_files().items()}
+    if name_or_path.lower() in builtins:
+        return builtins[name_or_path.lower()].read_text(), name_or_path
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        try:
+            return path.read_text(), str(path)
+        except OSError as exc:
+            raise VfasimError(f"hw config {path}: cannot read ({exc.strerror})") from None
+    raise VfasimError(f"unknown hw config {name_or_path!r} (built-in: {', '.join(builtin_names())}; "
+                      "or give a path to a .yaml file)")
+
+
+def _read_yaml(text: str, origin: str) -> dict:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where else ""
+        raise VfasimError(f"hw config {origin}: not valid YAML{line}") from None
+    if not isinstance(raw, dict):
+        raise VfasimError(f"hw config {origin}: expected a mapping at the top level")
+    return raw
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    path = ".".join(str(p) for p in err["loc"])
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        message = "unknown field"
+    return f"{path}: {message}" if path else message

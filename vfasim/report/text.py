@@ -1,0 +1,59 @@
+"""Text renderings of results: a compact table for people, one JSON object for scripts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import yaml
+
+from vfasim.hw.config import HardwareConfig
+
+
+def to_json(doc: dict) -> str:
+    """Strict JSON (non-finite floats become null), keys in a stable order."""
+    return json.dumps(_finite(doc), indent=2, sort_keys=False)
+
+
+def _finite(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def format_run(doc: dict) -> str:
+    """The compact table of ``vfasim run``."""
+    shape, num = doc["shape"], doc["numerics"]
+    lines = [
+        f"{doc['algo']} on {doc['hw']} | workload {doc['workload']} | seq {shape['seq_len']} "
+        f"kv {shape['kv_len']} d {shape['head_dim']} heads {shape['heads']} "
+        f"blocks {shape['block_q']}x{shape['block_k']} {'causal' if shape['causal'] else 'non-causal'}",
+        f"latency   {doc['latency_cycles']:,} cycles ({doc['latency_us']:.2f} us)   "
+        f"bottleneck {doc['bottleneck']}",
+        "shares    " + "  ".join(f"{k} {v:6.1%}" for k, v in doc["shares"].items()),
+        "",
+        f"{'pipeline':<10}{'busy cycles':>14}{'util':>8}",
+        *(f"{n:<10}{p['busy_cycles']:>14,}{p['utilization']:>8.1%}" for n, p in doc["pipelines"].items()),
+        "",
+        f"{'op':<16}{'cycles':>12}",
+        *(f"{k:<16}{v:>12,}" for k, v in sorted(doc["ops"].items(), key=lambda kv: -kv[1])),
+        "",
+        f"numerics ({num['matmul_dtype']} matmul inputs, {num['vector_dtype']} vector side)",
+        f"  rel err vs fp64 {num['rel_err_vs_fp64']:.3e}   max abs err {num['max_abs_err_vs_fp64']:.3e}",
+        f"  bit-identical vs fa2 {num['bit_identical_vs_fa2']:.1%}   max ULP {num['max_ulp_vs_fa2']:,}",
+        f"  NaN {num['nan_count']}  Inf {num['inf_count']}   rows with frozen max below true "
+        f"{num['frozen_max_below_true_rows']:.2%} (largest gap {num['frozen_max_largest_gap']:.3g})",
+        f"  skipped blocks {num['skipped_block_fraction']:.1%}",
+        f"trace {doc['manifest']['trace_digest'][:16]}  hw {doc['manifest']['hw_digest']}  "
+        f"seed {doc['manifest']['seed']}",
+    ]
+    return "\n".join(lines)
+
+
+def format_hw(config: HardwareConfig) -> str:
+    """``vfasim hw show``: the validated config as YAML."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

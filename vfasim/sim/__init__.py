@@ -1,0 +1,6 @@
+"""SimPy timing model: runs a trace on a configured core's pipelines."""
+
+from vfasim.sim.engine import SCHEDULES, Timeline, op_cycles, simulate
+from vfasim.sim.stats import TimingStats, spans_frame, timing_stats
+
+__all__ = ["SCHEDULES", "Timeline", "TimingStats", "op_cycles", "simulate", "spans_frame", "timing_stats"]

@@ -1,0 +1,61 @@
+"""What a timeline says: busy cycles and utilisation per pipeline, cycles per op kind, shares.
+
+Definitions:
+- busy cycles of a pipeline = sum of the durations of the ops it ran;
+  utilisation = busy / (units × total cycles).
+- bottleneck = the pipeline with the highest utilisation.
+- shares = busy cycles by op class (tensor, vector, exp) over their sum: the
+  quantities the VFA paper's latency-ratio figure stacks. Classing by op (not
+  by pipeline) keeps exp work counted as exp even on a core whose exp runs on
+  the vector unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from vfasim.hw.config import HardwareConfig
+from vfasim.sim.engine import Timeline
+from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
+
+SHARE_CLASSES = ("tensor", "vector", "exp")
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    latency_cycles: int
+    pipelines: dict[str, dict[str, float]]  # name -> busy_cycles, utilization
+    ops: dict[str, int]  # op kind -> cycles
+    shares: dict[str, float]  # tensor / vector / exp
+    bottleneck: str
+
+
+def timing_stats(trace: Trace, timeline: Timeline, hw: HardwareConfig) -> TimingStats:
+    total = timeline.total_cycles
+    dur = timeline.end_cycles - timeline.start_cycles
+    pipelines = {}
+    for p, name in enumerate(timeline.pipeline_names):
+        busy = int(dur[timeline.pipeline == p].sum())
+        capacity = hw.pipelines[name].units * total
+        pipelines[name] = {"busy_cycles": busy, "utilization": busy / capacity if capacity else 0.0}
+    by_kind = np.bincount(trace.kind, weights=dur, minlength=len(KIND_NAMES))
+    ops = {KIND_NAMES[k]: int(c) for k, c in enumerate(by_kind) if np.any(trace.kind == k)}
+    by_class = {c: sum(v for k, v in ops.items() if OP_KINDS[k][0] == c) for c in SHARE_CLASSES}
+    denom = sum(by_class.values())
+    shares = {c: (v / denom if denom else 0.0) for c, v in by_class.items()}
+    bottleneck = max(pipelines, key=lambda n: pipelines[n]["utilization"])
+    return TimingStats(total, pipelines, ops, shares, bottleneck)
+
+
+def spans_frame(trace: Trace, timeline: Timeline) -> pd.DataFrame:
+    """One row per op: kind, pipeline, row, step, key block, start, end (built once, on demand)."""
+    names = np.array([*timeline.pipeline_names, "fused"])
+    return pd.DataFrame({
+        "op": np.array(KIND_NAMES)[trace.kind],
+        "pipeline": names[timeline.pipeline],
+        "row": trace.row, "step": trace.step, "kblock": trace.kblock,
+        "start_cycles": timeline.start_cycles, "end_cycles": timeline.end_cycles,
+    })

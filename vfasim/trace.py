@@ -1,0 +1,218 @@
+"""The operation trace: the one contract between the functional engine and the timing model.
+
+A trace is a columnar list of per-tile operations in *issue order* (head, query
+block, step of the key-block loop, then program order inside a tile). Each op
+carries work counts — MACs, elements or bytes, with the data type — never
+cycles, so one trace runs on every hardware config. Dependencies are explicit
+(CSR arrays) and always point to earlier ops.
+
+Assumptions:
+- One op is one tile-level instruction (e.g. "rowmax over a Br×Bc tile"); the
+  timing model charges the per-instruction overhead once per op.
+- Work is counted on the padded tile shape, as hardware executes full tiles;
+  masking is an extra vector op on tiles that need it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vfasim.errors import VfasimError
+
+TRACE_VERSION = 1
+
+#: op kind -> (class, unit). Order is program order inside one tile.
+OP_KINDS: dict[str, tuple[str, str]] = {
+    "key_summary": ("vector", "elements"),  # sabsmax of each key block (VFA prelude)
+    "load_q": ("memory", "bytes"),
+    "minit_matmul": ("tensor", "macs"),  # Q_i · k_reprᵀ over visible key blocks
+    "minit_max": ("vector", "elements"),  # elementwise max over those proxy scores
+    "load_k": ("memory", "bytes"),
+    "qk_matmul": ("tensor", "macs"),
+    "scale": ("vector", "elements"),
+    "mask": ("vector", "elements"),  # causal / padding mask on the tiles that need it
+    "rowmax": ("vector", "elements"),
+    "running_max": ("vector", "elements"),
+    "skip_test": ("vector", "elements"),  # BLASST threshold test (VSA)
+    "rescale_factor": ("exp", "elements"),  # exp(m_old - m_new), one per row
+    "sub": ("vector", "elements"),
+    "exp": ("exp", "elements"),
+    "rowsum": ("vector", "elements"),
+    "accumulate_l": ("vector", "elements"),  # l = alpha*l + rowsum (MAD) or l + rowsum
+    "cast_p": ("vector", "elements"),
+    "load_v": ("memory", "bytes"),
+    "pv_matmul": ("tensor", "macs"),
+    "rescale_o": ("vector", "elements"),
+    "accumulate_o": ("vector", "elements"),
+    "normalize": ("vector", "elements"),
+    "store_o": ("memory", "bytes"),
+}
+KIND_NAMES: tuple[str, ...] = tuple(OP_KINDS)
+KIND_CODE: dict[str, int] = {name: i for i, name in enumerate(KIND_NAMES)}
+
+#: data types an op's work can be in (matmul inputs, vector side, moved data)
+DTYPES: tuple[str, ...] = (
+    "float32", "float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float4_e2m1",
+)
+DTYPE_CODE: dict[str, int] = {name: i for i, name in enumerate(DTYPES)}
+
+COLUMNS = ("kind", "dtype", "work", "row", "step", "kblock")
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """Columnar, validated op list. ``row`` = head * n_qblocks + query block."""
+
+    kind: np.ndarray  # uint8 code into KIND_NAMES
+    dtype: np.ndarray  # uint8 code into DTYPES
+    work: np.ndarray  # int64 MACs / elements / bytes (see OP_KINDS unit)
+    row: np.ndarray  # int32 (head, query block) in issue order
+    step: np.ndarray  # int32 slot in the row: 0 prelude, 1..T visit steps, T+1 epilogue
+    kblock: np.ndarray  # int32 key block of the tile, -1 outside tiles
+    dep_ptr: np.ndarray  # int64, len n+1: deps of op i are dep_idx[dep_ptr[i]:dep_ptr[i+1]]
+    dep_idx: np.ndarray  # int32, all < i
+    meta: dict = field(default_factory=dict)
+    version: int = TRACE_VERSION
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def __len__(self) -> int:
+        return int(self.kind.size)
+
+    def kind_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.kind, minlength=len(KIND_NAMES))
+        return {KIND_NAMES[i]: int(c) for i, c in enumerate(counts) if c}
+
+    def deps_of(self, i: int) -> np.ndarray:
+        return self.dep_idx[self.dep_ptr[i] : self.dep_ptr[i + 1]]
+
+    def tile_ids(self) -> np.ndarray:
+        """Consecutive id per (row, step) group, in issue order."""
+        new = np.ones(len(self), dtype=bool)
+        new[1:] = (self.row[1:] != self.row[:-1]) | (self.step[1:] != self.step[:-1])
+        return np.cumsum(new) - 1
+
+    def digest(self) -> str:
+        """SHA-256 over every column: equal digests mean identical traces."""
+        h = hashlib.sha256(f"vfasim-trace-v{self.version}".encode())
+        for arr in (*(getattr(self, c) for c in COLUMNS), self.dep_ptr, self.dep_idx):
+            h.update(np.ascontiguousarray(arr).tobytes())
+        return h.hexdigest()
+
+
+def validate(t: Trace) -> None:
+    """Raise VfasimError unless the trace is well formed."""
+    if t.version != TRACE_VERSION:
+        raise VfasimError(f"trace version {t.version} is not supported (expected {TRACE_VERSION})")
+    n = t.kind.size
+    for name in COLUMNS:
+        if getattr(t, name).shape != (n,):
+            raise VfasimError(f"trace column {name!r} has shape {getattr(t, name).shape}, expected ({n},)")
+    _check(t.kind.max(initial=0) < len(KIND_NAMES), "op kind code out of range")
+    _check(t.dtype.max(initial=0) < len(DTYPES), "dtype code out of range")
+    _check(t.work.min(initial=0) >= 0, "negative work count")
+    _check(t.dep_ptr.shape == (n + 1,) and t.dep_ptr[0] == 0, "dep_ptr must have n+1 entries starting at 0")
+    _check(bool(np.all(np.diff(t.dep_ptr) >= 0)) and t.dep_ptr[-1] == t.dep_idx.size, "dep_ptr not monotonic")
+    owner = np.repeat(np.arange(n), np.diff(t.dep_ptr))
+    _check(bool(np.all((t.dep_idx >= 0) & (t.dep_idx < owner))), "a dependency does not point to an earlier op")
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise VfasimError(f"invalid trace: {message}")
+
+
+class TraceBuilder:
+    """Collects ops emitted a step at a time for many rows, then orders them.
+
+    Ops are addressed by a *key* ``(row * n_slots + step) * n_kinds + kind`` so the
+    engine can name dependencies before global op ids exist; ``build`` sorts by
+    key (= issue order) and resolves keys to ids.
+    """
+
+    def __init__(self, n_rows: int, n_steps: int, meta: dict | None = None) -> None:
+        self.n_slots = n_steps + 2
+        self.n_rows = n_rows
+        self.meta = dict(meta or {})
+        self._parts: list[tuple[np.ndarray, int, np.ndarray, list[np.ndarray], np.ndarray]] = []
+
+    def key(self, kind: str, rows: np.ndarray, step: int | np.ndarray) -> np.ndarray:
+        return (rows.astype(np.int64) * self.n_slots + step) * len(KIND_NAMES) + KIND_CODE[kind]
+
+    def emit(self, kind: str, rows: np.ndarray, step: int, work: int | np.ndarray,
+             dtype: str, deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None) -> np.ndarray:
+        """Add one op of ``kind`` for each row; ``deps`` are key arrays (-1 = none)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return np.empty(0, dtype=np.int64)
+        keys = self.key(kind, rows, step)
+        kb = np.full(rows.size, -1, np.int32) if kblock is None else np.asarray(kblock, np.int32)
+        works = np.broadcast_to(np.asarray(work, dtype=np.int64), rows.shape)
+        deps_copy = [np.array(d, dtype=np.int64) for d in deps]  # callers may mutate theirs later
+        self._parts.append((keys, DTYPE_CODE[dtype], works, deps_copy, kb))
+        return keys.copy()
+
+    def build(self) -> Trace:
+        keys = np.concatenate([p[0] for p in self._parts])
+        order = np.argsort(keys, kind="stable")
+        if np.any(np.diff(keys[order]) == 0):
+            raise VfasimError("invalid trace: the same op was emitted twice")
+        id_of = _KeyIndex(keys[order])
+        cols = _columns(self._parts, order, self.n_slots)
+        dep_ptr, dep_idx = _resolve_deps(self._parts, order, id_of)
+        return Trace(**cols, dep_ptr=dep_ptr, dep_idx=dep_idx, meta=self.meta)
+
+
+class _KeyIndex:
+    """Sorted keys -> op ids by binary search."""
+
+    def __init__(self, sorted_keys: np.ndarray) -> None:
+        self.keys = sorted_keys
+
+    def __call__(self, keys: np.ndarray) -> np.ndarray:
+        pos = np.searchsorted(self.keys, keys)
+        pos_ok = np.minimum(pos, self.keys.size - 1)
+        if not np.all(self.keys[pos_ok] == keys):
+            raise VfasimError("invalid trace: a dependency names an op that was never emitted")
+        return pos.astype(np.int64)
+
+
+def _columns(parts: list, order: np.ndarray, n_slots: int) -> dict[str, np.ndarray]:
+    keys = np.concatenate([p[0] for p in parts])[order]
+    n_kinds = len(KIND_NAMES)
+    dtype = np.concatenate([np.full(p[0].size, p[1], np.uint8) for p in parts])[order]
+    return {
+        "kind": (keys % n_kinds).astype(np.uint8),
+        "dtype": dtype,
+        "work": np.concatenate([p[2] for p in parts])[order],
+        "row": (keys // n_kinds // n_slots).astype(np.int32),
+        "step": (keys // n_kinds % n_slots).astype(np.int32),
+        "kblock": np.concatenate([p[4] for p in parts])[order],
+    }
+
+
+def _resolve_deps(parts: list, order: np.ndarray, id_of: _KeyIndex) -> tuple[np.ndarray, np.ndarray]:
+    """CSR dependency arrays in issue order, with -1 placeholders dropped."""
+    owners, targets = [], []
+    start = 0
+    for keys, _, _, deps, _ in parts:
+        ids = np.arange(start, start + keys.size)
+        for d in deps:
+            d = np.broadcast_to(d, keys.shape)
+            ok = d >= 0
+            owners.append(ids[ok])
+            targets.append(d[ok])
+        start += keys.size
+    new_pos = np.empty(order.size, np.int64)
+    new_pos[order] = np.arange(order.size)
+    owner = new_pos[np.concatenate(owners)] if owners else np.empty(0, np.int64)
+    target = id_of(np.concatenate(targets)) if targets else np.empty(0, np.int64)
+    by_owner = np.lexsort((target, owner))
+    owner, target = owner[by_owner], target[by_owner]
+    counts = np.bincount(owner, minlength=order.size)
+    dep_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return dep_ptr, target.astype(np.int32)

@@ -1,0 +1,386 @@
+"""Q/K/V workloads: seeded random, synthetic "LLM-like", or loaded from a file.
+
+A workload is only the attention inputs of one layer: Q ``[heads, seq, dim]``
+and K, V ``[kv_heads, seq_kv, dim]`` in float32. The score scale
+(``1/sqrt(dim)``), causal masking and block sizes belong to the kernel model.
+
+Assumptions:
+- "llm-like" is a synthetic stand-in for the statistics the VFA paper measures
+  on real models (Section 5.5): attention sinks, local emphasis, intra-block
+  directions far from aligned, per-token norm spread, and rare row maxima in
+  middle key blocks. It is not sampled from any real model; V has no structure.
+- Outlier channels scale only each token's own content, not the sink and
+  positional parts: scaling those too would make q.k effectively ~13-dimensional
+  and drown the local pattern (measured: >50% of row maxima in middle blocks).
+- Defaults measured at seq 4096, dim 128, one head, seeds 0-4, causal, key
+  blocks of 128, scale 1/sqrt(128): the row maximum lies in key block 0 (sink)
+  for 47.5% of rows (43-53% by seed), in the diagonal block for 49.1%, and
+  elsewhere for 3.4% (2.1% the block just before the diagonal, 1.3% farther).
+  Row maxima of scaled scores: 1st/50th/99th percentile 4.0/9.3/21, largest
+  30-41; unscaled |q.k| stays below ~400, far from fp16's 65504. Mean pairwise
+  cosine inside 32-token blocks is 0.56 (Q) and 0.52 (K) (paper: ~0.6 with
+  another metric); token L2 norms have a coefficient of variation of 0.32.
+  At dim 64 noise weighs more (4 outlier channels of 64): seq 1024 gives ~6%
+  elsewhere, seq 4096 ~15%.
+- Heads are independent draws with kv_heads == heads. Loaded files may be
+  grouped-query (q heads a multiple of k heads) and Q may differ from K in length.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vfasim.errors import VfasimError
+
+QKV_NAMES: tuple[str, ...] = ("q", "k", "v")
+NUMERIC_KINDS = "fiu"  # float, signed and unsigned integer
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """Attention inputs of one layer, float32, validated on construction.
+
+    Compared by identity (``eq=False``): arrays have no single truth value.
+    """
+
+    name: str
+    q: np.ndarray  # [heads, seq, dim]
+    k: np.ndarray  # [kv_heads, seq_kv, dim]
+    v: np.ndarray  # [kv_heads, seq_kv, dim]
+
+    def __post_init__(self) -> None:
+        problem = shape_problem(self.q, self.k, self.v)
+        dtypes = (self.q.dtype, self.k.dtype, self.v.dtype)
+        if problem is None and any(dt != np.float32 for dt in dtypes):
+            problem = "arrays must be float32, got q {}, k {}, v {}".format(*dtypes)
+        if problem is not None:
+            raise VfasimError(f"workload {self.name!r}: {problem}")
+
+    @property
+    def heads(self) -> int:
+        return int(self.q.shape[0])
+
+    @property
+    def kv_heads(self) -> int:
+        return int(self.k.shape[0])
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.q.shape[1])
+
+    @property
+    def kv_len(self) -> int:
+        return int(self.k.shape[1])
+
+    @property
+    def head_dim(self) -> int:
+        return int(self.q.shape[2])
+
+
+def shape_problem(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> str | None:
+    """Describe what is wrong with 3-D Q/K/V shapes, or None if they fit together."""
+    for name, arr in zip(QKV_NAMES, (q, k, v)):
+        if arr.ndim != 3:
+            return f"{name} must be 3-D [heads, seq, dim], got shape {arr.shape}"
+        if arr.size == 0:
+            return f"{name} is empty (shape {arr.shape})"
+    if k.shape != v.shape:
+        return f"k and v shapes differ: k {k.shape}, v {v.shape}"
+    if q.shape[2] != k.shape[2]:
+        return f"q and k head_dim differ: q {q.shape}, k {k.shape}"
+    if q.shape[0] % k.shape[0]:
+        return f"q heads must be a multiple of k heads: q {q.shape}, k {k.shape}"
+    return None
+
+
+# ---------------------------------------------------------------- generators
+
+
+def check_sizes(seq_len: int, head_dim: int, heads: int, seed: int) -> None:
+    """Raise VfasimError unless the sizes are integers >= 1 and the seed >= 0."""
+    for name, value, low in (
+        ("seq_len", seq_len, 1), ("head_dim", head_dim, 1), ("heads", heads, 1), ("seed", seed, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise VfasimError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def random_workload(seq_len: int, head_dim: int, heads: int = 1, seed: int = 0) -> Workload:
+    """Seeded standard-normal Q, K, V (no structure: every block looks alike)."""
+    check_sizes(seq_len, head_dim, heads, seed)
+    rng = np.random.default_rng(seed)
+    shape = (heads, seq_len, head_dim)
+    q, k, v = (rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
+    return Workload("random", q, k, v)
+
+
+NONNEGATIVE_KNOBS: tuple[str, ...] = (
+    "sink_tokens", "sink_key_strength", "sink_query_strength", "local_strength",
+    "outlier_channels", "norm_sigma", "match_fraction", "match_gain",
+)
+POSITIVE_KNOBS: tuple[str, ...] = (
+    "content_std", "local_corr_tokens", "outlier_factor", "match_min_distance",
+)
+
+
+@dataclass(frozen=True)
+class LlmLikeKnobs:
+    """Knobs of the synthetic LLM-like Q/K (see llm_like_head for how they combine).
+
+    Strengths are per-channel standard deviations (a direction of strength s
+    is the vector s * sqrt(dim) * u), so every part of a score grows alike with
+    head_dim. Defaults are calibrated at head_dim 128 (see module docstring).
+    """
+
+    content_std: float = 0.3
+    """Per-channel std of each token's own (position-free) content in q and k."""
+    sink_tokens: int = 4
+    """How many leading keys are attention sinks (carry the sink direction u)."""
+    sink_key_strength: float = 2.5
+    """Per-channel size of the u component on sink keys (added after norm spread)."""
+    sink_query_strength: float = 0.26
+    """Per-channel size of the u component every query carries (pull toward sinks)."""
+    local_strength: float = 0.7
+    """Per-channel std of the smooth positional component shared by q_t and k_t."""
+    local_corr_tokens: float = 32.0
+    """Correlation length (tokens) of that component: AR(1) with rho = exp(-1/this)."""
+    outlier_channels: int = 4
+    """How many channels are outliers (clamped to head_dim)."""
+    outlier_factor: float = 6.0
+    """Scale of the outlier channels of the content in both Q and K."""
+    norm_sigma: float = 0.3
+    """Sigma of the log-normal per-token factor on each q_t and k_t (norm spread)."""
+    match_fraction: float = 0.02
+    """Fraction of queries that also copy an earlier, distant key (retrieval)."""
+    match_min_distance: int = 256
+    """The copied key is at least this far from position 0 and from the query."""
+    match_gain: float = 1.0
+    """Weight of the copied key vector (content + local part) added to the query."""
+
+    def __post_init__(self) -> None:
+        for name in NONNEGATIVE_KNOBS + POSITIVE_KNOBS:
+            value = getattr(self, name)
+            low_ok = value > 0 if name in POSITIVE_KNOBS else value >= 0
+            if not low_ok:
+                bound = "> 0" if name in POSITIVE_KNOBS else ">= 0"
+                raise VfasimError(f"LlmLikeKnobs.{name} must be {bound}, got {value}")
+        if not self.match_fraction <= 1.0:
+            raise VfasimError(f"LlmLikeKnobs.match_fraction must be <= 1, got {self.match_fraction}")
+
+
+def fft_size(m: int) -> int:
+    """Smallest 2^a * 3^b * 5^c >= m: an FFT length numpy transforms quickly."""
+    best = 1 << (m - 1).bit_length()
+    p3 = 1
+    while p3 < best:
+        p35 = p3
+        while p35 < best:
+            best = min(best, p35 << (-(-m // p35) - 1).bit_length())
+            p35 *= 5
+        p3 *= 3
+    return best
+
+
+def ar1_process(rng: np.random.Generator, n: int, dim: int, corr_tokens: float) -> np.ndarray:
+    """Unit-variance AR(1) series over positions, shape [n, dim], via an FFT filter.
+
+    White noise is convolved with the truncated kernel sqrt(1-a^2) a^j
+    (a = exp(-1/corr_tokens), j < 12 corr lengths); a burn-in of one kernel
+    length makes the first samples stationary too.
+    """
+    a = np.exp(-1.0 / corr_tokens)
+    taps = int(12 * corr_tokens) + 1
+    kernel = np.sqrt(1.0 - a * a) * a ** np.arange(taps)
+    noise = rng.standard_normal((dim, n + taps))
+    size = fft_size(n + 2 * taps)
+    spectrum = np.fft.rfft(noise, size, axis=1) * np.fft.rfft(kernel, size)
+    return np.fft.irfft(spectrum, size, axis=1)[:, taps : n + taps].T
+
+
+def unit_vector(rng: np.random.Generator, dim: int) -> np.ndarray:
+    """A random direction in R^dim."""
+    u = rng.standard_normal(dim)
+    return u / np.linalg.norm(u)
+
+
+def retrieval_pairs(
+    rng: np.random.Generator, n: int, knobs: LlmLikeKnobs,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(queries, keys) of the strong far matches: key in [d, t - d] for distance d."""
+    d = knobs.match_min_distance
+    queries = np.flatnonzero(rng.random(n) < knobs.match_fraction)
+    queries = queries[queries >= 2 * d]
+    span = queries - 2 * d + 1
+    keys = d + np.floor(rng.random(queries.size) * span).astype(np.int64)
+    return queries, keys
+
+
+def token_content(
+    rng: np.random.Generator, n: int, dim: int, knobs: LlmLikeKnobs,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-token content of q and k: independent normals, outlier channels scaled."""
+    q = knobs.content_std * rng.standard_normal((n, dim))
+    k = knobs.content_std * rng.standard_normal((n, dim))
+    channels = rng.permutation(dim)[: min(knobs.outlier_channels, dim)]
+    q[:, channels] *= knobs.outlier_factor
+    k[:, channels] *= knobs.outlier_factor
+    return q, k
+
+
+def llm_like_head(
+    rng: np.random.Generator, n: int, dim: int, knobs: LlmLikeKnobs,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One head's (q, k), float64 [n, dim]: content + local + sink, far matches, norms."""
+    q, k = token_content(rng, n, dim, knobs)
+    local = knobs.local_strength * ar1_process(rng, n, dim, knobs.local_corr_tokens)
+    q += local
+    k += local
+    u = unit_vector(rng, dim)
+    q += knobs.sink_query_strength * np.sqrt(dim) * u
+    queries, keys = retrieval_pairs(rng, n, knobs)
+    q[queries] += knobs.match_gain * k[keys]
+    q *= rng.lognormal(0.0, knobs.norm_sigma, (n, 1))
+    k *= rng.lognormal(0.0, knobs.norm_sigma, (n, 1))
+    k[: knobs.sink_tokens] += knobs.sink_key_strength * np.sqrt(dim) * u
+    return q, k
+
+
+def llm_like_workload(
+    seq_len: int, head_dim: int, heads: int = 1, seed: int = 0, knobs: LlmLikeKnobs | None = None,
+) -> Workload:
+    """Synthetic Q/K with sinks, local emphasis, outlier channels, norm spread and
+    rare far matches (see LlmLikeKnobs); V is plain seeded normal."""
+    check_sizes(seq_len, head_dim, heads, seed)
+    knobs = LlmLikeKnobs() if knobs is None else knobs
+    rng = np.random.default_rng(seed)
+    pairs = [llm_like_head(rng, seq_len, head_dim, knobs) for _ in range(heads)]
+    q = np.stack([p[0] for p in pairs]).astype(np.float32)
+    k = np.stack([p[1] for p in pairs]).astype(np.float32)
+    v = rng.standard_normal((heads, seq_len, head_dim), dtype=np.float32)
+    return Workload("llm-like", q, k, v)
+
+
+WORKLOADS: dict[str, Callable[..., Workload]] = {
+    "random": random_workload,
+    "llm-like": llm_like_workload,
+}
+
+
+def make_workload(name: str, seq_len: int, head_dim: int, heads: int = 1, seed: int = 0) -> Workload:
+    """Generate the named workload (a key of WORKLOADS)."""
+    if name not in WORKLOADS:
+        raise VfasimError(f"unknown workload {name!r}; valid: {', '.join(WORKLOADS)}")
+    check_sizes(seq_len, head_dim, heads, seed)
+    return WORKLOADS[name](seq_len, head_dim, heads=heads, seed=seed)
+
+
+# ---------------------------------------------------------------- files
+
+
+def file_error(path: Path, what: str) -> VfasimError:
+    """The one-line error for a bad workload file."""
+    return VfasimError(f"workload file {path}: {what}")
+
+
+def parse_problem(exc: Exception) -> str:
+    """Say in one line why numpy/zipfile could not read the file."""
+    lines = str(exc).splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    if "Object arrays" in text:
+        return "holds an object (non-numeric) array; only numeric arrays are loaded"
+    if "pickled" in text:
+        return "does not parse as .npy/.npz (numpy sees pickled data, which is never loaded)"
+    return f"does not parse ({type(exc).__name__}: {text})"
+
+
+def read_npz(path: Path) -> tuple[np.ndarray, ...]:
+    """Arrays q, k, v of an .npz archive."""
+    loaded = np.load(path, allow_pickle=False)
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        what = f"is a single .npy array of shape {loaded.shape}, not an .npz archive"
+        raise file_error(path, what)
+    with loaded as archive:
+        missing = [name for name in QKV_NAMES if name not in archive.files]
+        if missing:
+            found = ", ".join(archive.files) or "none"
+            raise file_error(path, f"missing array(s) {', '.join(missing)} (found: {found})")
+        return tuple(archive[name] for name in QKV_NAMES)
+
+
+def read_npy(path: Path) -> tuple[np.ndarray, ...]:
+    """q, k, v from one .npy array stacked as [3, ...]."""
+    loaded = np.load(path, allow_pickle=False)
+    if not isinstance(loaded, np.ndarray):
+        loaded.close()
+        raise file_error(path, "is an .npz archive, not a single .npy array")
+    if loaded.ndim not in (3, 4) or loaded.shape[0] != 3:
+        what = f"expected one array stacked as [3, ...] (q, k, v), got shape {loaded.shape}"
+        raise file_error(path, what)
+    return loaded[0], loaded[1], loaded[2]
+
+
+LOADERS: dict[str, Callable[[Path], tuple[np.ndarray, ...]]] = {".npz": read_npz, ".npy": read_npy}
+
+
+def read_arrays(path: Path) -> tuple[np.ndarray, ...]:
+    """The raw q, k, v arrays of a file, or a VfasimError naming the file."""
+    if not path.is_file():
+        raise file_error(path, "file not found")
+    reader = LOADERS.get(path.suffix.lower())
+    if reader is None:
+        raise file_error(path, f"unknown extension {path.suffix!r} (expected .npz or .npy)")
+    try:
+        return reader(path)
+    except VfasimError:
+        raise
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:
+        raise file_error(path, parse_problem(exc)) from exc
+
+
+def finiteness_problem(name: str, raw: np.ndarray, converted: np.ndarray) -> str | None:
+    """Count NaN/Inf in the file and values beyond float32 range, or None."""
+    bad = converted.size - int(np.count_nonzero(np.isfinite(converted)))
+    if bad == 0:
+        return None
+    in_file = raw.size - int(np.count_nonzero(np.isfinite(raw)))
+    return (f"{name} has {bad} non-finite value(s) after conversion to float32 "
+            f"({in_file} NaN/Inf in the file, {bad - in_file} beyond float32 range)")
+
+
+def to_float32(path: Path, name: str, raw: np.ndarray) -> np.ndarray:
+    """Checked float32 [heads, seq, dim] copy of one loaded array."""
+    if raw.dtype.kind not in NUMERIC_KINDS:
+        raise file_error(path, f"{name} has non-numeric dtype {raw.dtype}")
+    arr = raw[np.newaxis] if raw.ndim == 2 else raw
+    if arr.ndim != 3:
+        expected = "2-D [seq, dim] or 3-D [heads, seq, dim]"
+        raise file_error(path, f"{name} must be {expected}, got shape {raw.shape}")
+    if arr.size == 0:
+        raise file_error(path, f"{name} is empty (shape {raw.shape})")
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = arr.astype(np.float32)
+    problem = finiteness_problem(name, arr, out)
+    if problem is not None:
+        raise file_error(path, problem)
+    return out
+
+
+def load_qkv(path: str | Path) -> Workload:
+    """Load Q, K, V from .npz (arrays q, k, v) or .npy (one array stacked [3, ...]).
+
+    Each array is [heads, seq, dim] or [seq, dim]; K and V share a shape, Q and
+    K share head_dim, Q heads are a multiple of K heads (grouped-query), and Q
+    may be shorter or longer than K. Never unpickles anything.
+    """
+    path = Path(path)
+    raw = read_arrays(path)
+    q, k, v = (to_float32(path, name, arr) for name, arr in zip(QKV_NAMES, raw))
+    problem = shape_problem(q, k, v)
+    if problem is not None:
+        raise file_error(path, problem)
+    return Workload(f"file:{path.name}", q, k, v)
