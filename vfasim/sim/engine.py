@@ -4,17 +4,23 @@ Conventions (the tests pin these down):
 - Time starts at cycle 0. An op of c cycles that starts at t occupies its
   pipeline over [t, t + c) and ends at t + c; a dependant may start at t + c.
   Total latency is the end of the last op (fill and drain both included).
-- An op starts once all its dependencies have ended and a unit of its pipeline
-  is free. Among ready ops, a pipeline serves the earliest in issue order
-  (non-preemptive), so the schedule is deterministic.
-- ``pipelined``: tile t (one query block × one key block) may not load its K
-  until tile t − B has finished entirely, B = ``score_buffers``; this is how far
-  the cube can run ahead of the vector side. ``serial``: every op also waits
-  for the previous op in issue order — no overlap at all.
+- Each pipeline runs its own instruction stream *in order*, like an in-order
+  issue queue: an op starts once its dependencies have ended and the op before
+  it in its pipeline's stream has ended (with ``units`` > 1, the op ``units``
+  places before it). The schedule is a static order plus dependencies, so it is
+  deterministic and a faster pipeline can never make the kernel slower.
+- ``pipelined`` (software pipelining over B = score_buffers tiles in flight):
+  a tile's ops fall in four stages — 0 K load and QK; 1 scale to exp; 2 rowsum,
+  l update, cast of P, V load and PV; 3 O rescale and accumulate. Stage s of
+  tile t is issued in step t + min(s, B − 1), and within a step stages go in
+  order, so while tile t's exp runs the vector side already prepares tile
+  t + 1, and at most B score tiles are live. K and V have B buffers each:
+  tile t loads K after QK of tile t − B, and V after PV of tile t − B.
+  ``serial``: one stream for the whole core, in issue order — no overlap at all.
 
 Assumptions:
-- Ops mapped to ``fused`` take zero cycles and no pipeline.
-- Ops with no dependencies (Q loads) may be prefetched as soon as the mover is idle.
+- Ops mapped to ``fused`` take zero cycles, no pipeline and no stream slot.
+- Q loads and m-init of a query block are issued with its first tile.
 """
 
 from __future__ import annotations
@@ -26,9 +32,17 @@ import simpy
 
 from vfasim.errors import VfasimError
 from vfasim.hw.config import FUSED, HardwareConfig
-from vfasim.trace import KIND_NAMES, Trace
+from vfasim.trace import KIND_CODE, KIND_NAMES, Trace
 
 SCHEDULES = ("pipelined", "serial")
+#: software-pipeline stage of each op kind (prelude kinds run with stage 0 of their first tile)
+STAGE: dict[str, int] = {
+    "key_summary": 0, "load_q": 0, "minit_matmul": 0, "minit_max": 0, "load_k": 0, "qk_matmul": 0,
+    "scale": 1, "mask": 1, "rowmax": 1, "running_max": 1, "skip_test": 1, "rescale_factor": 1,
+    "sub": 1, "exp": 1,
+    "rowsum": 2, "accumulate_l": 2, "cast_p": 2, "load_v": 2, "pv_matmul": 2,
+    "rescale_o": 3, "accumulate_o": 3, "normalize": 3, "store_o": 3,
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,13 +94,12 @@ class _Run:
                  schedule: str) -> None:
         n = len(trace)
         self.env = simpy.Environment()
-        self.units = [simpy.PriorityResource(self.env, capacity=p.units) for p in hw.pipelines.values()]
+        self.units = [simpy.Resource(self.env, capacity=p.units) for p in hw.pipelines.values()]
         self.pipe, self.cycles = pipe.tolist(), cycles.tolist()
         self.start = np.zeros(n, np.int64)
         self.end = np.zeros(n, np.int64)
         self.finished = 0
-        self.children, self.waiting = _edges(trace, schedule, hw.score_buffers)
-        self.tile, self.tile_left, self.tile_gates = _tiles(trace, hw.score_buffers, schedule)
+        self.children, self.waiting = _edges(trace, hw, pipe, schedule)
         for i in range(n):
             if self.waiting[i] == 0:
                 self.env.process(self._op(i))
@@ -94,7 +107,7 @@ class _Run:
     def _op(self, i: int):
         p = self.pipe[i]
         if p >= 0:
-            with self.units[p].request(priority=i) as slot:
+            with self.units[p].request() as slot:
                 yield slot
                 self.start[i] = self.env.now
                 yield self.env.timeout(self.cycles[i])
@@ -103,65 +116,54 @@ class _Run:
         self.end[i] = self.env.now
         self.finished += 1
         for child in self.children[i]:
-            self._release(child)
-        self._tile_done(i)
-
-    def _release(self, child: int) -> None:
-        self.waiting[child] -= 1
-        if self.waiting[child] == 0:
-            self.env.process(self._op(child))
-
-    def _tile_done(self, i: int) -> None:
-        tile = self.tile[i]
-        if tile < 0:
-            return
-        self.tile_left[tile] -= 1
-        if self.tile_left[tile] == 0 and tile in self.tile_gates:
-            self._release(self.tile_gates[tile])
+            self.waiting[child] -= 1
+            if self.waiting[child] == 0:
+                self.env.process(self._op(child))
 
 
-def _edges(trace: Trace, schedule: str, buffers: int) -> tuple[list[list[int]], list[int]]:
-    """Children lists and pending-dependency counts (buffer gates counted in _tiles)."""
+def _edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray, schedule: str) -> tuple[list[list[int]], list[int]]:
+    """Children lists and pending-dependency counts: data deps plus the schedule's order edges."""
     n = len(trace)
-    owner = np.repeat(np.arange(n), np.diff(trace.dep_ptr))
-    parent = trace.dep_idx.astype(np.int64)
+    edges = [(trace.dep_idx.astype(np.int64), np.repeat(np.arange(n), np.diff(trace.dep_ptr)))]
     if schedule == "serial":
-        owner = np.concatenate([owner, np.arange(1, n)])
-        parent = np.concatenate([parent, np.arange(n - 1)])
-    pairs = np.unique(np.stack([parent, owner], axis=1), axis=0) if owner.size else np.empty((0, 2), int)
+        edges.append((np.arange(n - 1), np.arange(1, n)))
+    else:
+        edges += _stream_edges(trace, hw, pipe) + _buffer_edges(trace, hw.score_buffers)
+    pairs = np.unique(np.concatenate([np.stack(e, axis=1) for e in edges]), axis=0)
     children: list[list[int]] = [[] for _ in range(n)]
-    for p, c in pairs.tolist():
-        children[p].append(c)
-    waiting = np.bincount(pairs[:, 1], minlength=n).tolist() if n else []
-    if schedule == "pipelined":
-        for gated in _gated_loads(trace, buffers).values():
-            waiting[gated] += 1
-    return children, waiting
+    for parent, child in pairs.tolist():
+        children[parent].append(child)
+    return children, np.bincount(pairs[:, 1], minlength=n).tolist()
 
 
-def _gated_loads(trace: Trace, buffers: int) -> dict[int, int]:
-    """tile id -> op id of the K load that must wait for that tile to finish."""
-    tile = _tile_of(trace)
-    first_op = {}
-    for i, t in enumerate(tile.tolist()):
-        if t >= 0 and t not in first_op:
-            first_op[t] = i
-    n_tiles = int(tile.max(initial=-1)) + 1
-    return {t: first_op[t + buffers] for t in range(n_tiles - buffers)}
+def _stream_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per pipeline, each op waits for the op ``units`` places before it in the stream order."""
+    order = stream_order(trace, hw.score_buffers)
+    edges = []
+    for p, spec in enumerate(hw.pipelines.values()):
+        stream = order[pipe[order] == p]
+        edges.append((stream[:-spec.units] if spec.units < stream.size else stream[:0], stream[spec.units:]))
+    return edges
 
 
-def _tiles(trace: Trace, buffers: int, schedule: str) -> tuple[list[int], list[int], dict[int, int]]:
-    tile = _tile_of(trace)
-    left = np.bincount(tile[tile >= 0], minlength=int(tile.max(initial=-1)) + 1).tolist()
-    gates = _gated_loads(trace, buffers) if schedule == "pipelined" else {}
-    return tile.tolist(), left, gates
+def stream_order(trace: Trace, buffers: int) -> np.ndarray:
+    """Op ids in software-pipelined issue order (see the module notes)."""
+    tile = trace.tile_ids()
+    starts = (trace.kblock >= 0) & np.concatenate([[True], tile[1:] != tile[:-1]])
+    seen = np.cumsum(starts)  # tiles begun so far, in issue order
+    stage = np.array([STAGE[k] for k in KIND_NAMES])[trace.kind]
+    step = np.where(trace.step == 0, seen, seen - 1) + np.minimum(stage, buffers - 1)
+    return np.lexsort((np.arange(len(trace)), stage, step))
 
 
-def _tile_of(trace: Trace) -> np.ndarray:
-    """Tile id per op in issue order; -1 for prelude and epilogue ops (no score buffer)."""
-    in_tile = trace.kblock >= 0
-    ids = np.full(len(trace), -1, np.int64)
-    groups = trace.tile_ids()[in_tile]
-    _, dense = np.unique(groups, return_inverse=True)
-    ids[in_tile] = dense
-    return ids
+def _buffer_edges(trace: Trace, buffers: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """K (V) load of tile t waits for the QK (PV) of tile t − B that frees its buffer."""
+    tile = trace.tile_ids()
+    edges = []
+    for load, use in (("load_k", "qk_matmul"), ("load_v", "pv_matmul")):
+        loads = np.flatnonzero(trace.kind == KIND_CODE[load])
+        users = np.flatnonzero(trace.kind == KIND_CODE[use])
+        rank = np.searchsorted(tile[users], tile[loads])  # users are in tile order, like loads
+        ok = rank >= buffers
+        edges.append((users[rank[ok] - buffers], loads[ok]))
+    return edges

@@ -1,0 +1,52 @@
+"""Shared fixtures; hypothesis runs derandomized so CI is repeatable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+from vfasim.hw import HardwareConfig
+
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=25)
+settings.load_profile("ci")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden.json")
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+def tiny_hw(**overrides) -> HardwareConfig:
+    """A core with round numbers, so timelines can be worked out by hand."""
+    pipe = {"startup_cycles": 1, "issue_overhead_cycles": 0}
+    doc = {
+        "name": "tiny", "clock_ghz": 1.0, "score_buffers": 1,
+        "precision": {"matmul": "float16", "vector": "float32"},
+        "pipelines": {
+            "cube": {"role": "tensor", "throughput": {"float16": 10}, **pipe},
+            "vector": {"role": "vector", "throughput": {"float32": 10}, **pipe},
+            "exp": {"role": "exp", "throughput": {"float32": 10}, **pipe},
+            "mover": {"role": "memory", "throughput": {"bytes": 10}, **pipe},
+        },
+        "op_map": {},
+    }
+    from vfasim.trace import OP_KINDS
+
+    unit_pipe = {"tensor": "cube", "vector": "vector", "exp": "exp", "memory": "mover"}
+    doc["op_map"] = {k: unit_pipe[cls] for k, (cls, _) in OP_KINDS.items()}
+    doc.update(overrides)
+    return HardwareConfig.model_validate(doc)
+
+
+def rng_qkv(seq: int, dim: int, heads: int = 1, kv_heads: int = 1, seed: int = 0, kv_len: int | None = None):
+    rng = np.random.default_rng(seed)
+    kv = seq if kv_len is None else kv_len
+    q = rng.standard_normal((heads, seq, dim)).astype(np.float32)
+    k = rng.standard_normal((kv_heads, kv, dim)).astype(np.float32)
+    v = rng.standard_normal((kv_heads, kv, dim)).astype(np.float32)
+    return q, k, v

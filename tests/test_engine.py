@@ -1,0 +1,120 @@
+"""Numerics of the functional engine against the float64 oracle and against fa2 at kernel precision."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vfasim.errors import VfasimError
+from vfasim.functional import Precision, Tiling, reference_attention, run_engine
+from vfasim.functional.checks import bits_vs_baseline, error_vs_reference, frozen_max_stats
+from vfasim.functional.engine import key_summary
+
+from conftest import rng_qkv
+
+FP32 = Precision("float32", "float32")
+
+
+def rel_err(out, ref) -> float:
+    return error_vs_reference(out, ref)["rel_err_vs_fp64"]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("seq,bq,bk", [(200, 64, 32), (256, 64, 64), (97, 32, 64)])
+def test_fa2_matches_the_oracle(causal, seq, bq, bk):
+    q, k, v = rng_qkv(seq, 32, heads=2)
+    ref = reference_attention(q, k, v, causal)
+    t = Tiling(seq, seq, 32, bq, bk, causal, heads=2)
+    assert rel_err(run_engine(q, k, v, t, "fa2", FP32).out, ref) < 1e-6
+    # fp16 matmul inputs: error of fp16 rounding of Q, K, V and P, not more
+    assert rel_err(run_engine(q, k, v, t, "fa2").out, ref) < 3e-3
+
+
+def test_reference_is_softmax_attention():
+    q, k, v = rng_qkv(5, 4)
+    s = q[0].astype(np.float64) @ k[0].T.astype(np.float64) / 2.0
+    s[np.triu_indices(5, 1)] = -np.inf
+    p = np.exp(s - s.max(1, keepdims=True))
+    np.testing.assert_allclose(reference_attention(q, k, v, True)[0], (p / p.sum(1, keepdims=True)) @ v[0],
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("algo", ["vfa", "vsa"])
+def test_vfa_and_vsa_match_the_oracle_in_fp32(algo):
+    q, k, v = rng_qkv(300, 32)
+    t = Tiling(300, 300, 32, 64, 64, True)
+    res = run_engine(q, k, v, t, algo, FP32, lam=1e-12)  # λ tiny: nothing is negligible enough to skip
+    assert res.skipped_tiles == 0
+    assert rel_err(res.out, reference_attention(q, k, v, True)) < 1e-5
+
+
+def test_vfa_with_an_exact_max_equals_fa2_to_rounding():
+    # Integer Q and K with every key block made of one repeated key: sabsmax(K_j) is that key,
+    # so m-init is exactly the true row max (all products exact in fp32); VFA then never
+    # updates m and must agree with fa2 up to rounding.
+    rng = np.random.default_rng(7)
+    q = rng.integers(-3, 4, (1, 256, 16)).astype(np.float32)
+    k = np.repeat(rng.integers(-3, 4, (1, 4, 16)), 64, axis=1).astype(np.float32)
+    v = rng.standard_normal((1, 256, 16)).astype(np.float32)
+    t = Tiling(256, 256, 16, 64, 64, True)
+    ref = reference_attention(q, k, v, True)
+    fa2, vfa = run_engine(q, k, v, t, "fa2"), run_engine(q, k, v, t, "vfa")
+    np.testing.assert_array_equal(vfa.used_max, vfa.true_max)
+    assert rel_err(vfa.out, ref) <= 1.5 * rel_err(fa2.out, ref) + 1e-7
+    np.testing.assert_allclose(vfa.out, fa2.out, rtol=2e-3, atol=1e-4)  # fp16 rounding of P
+
+
+def test_fa2_tracks_the_true_max_exactly():
+    q, k, v = rng_qkv(200, 16)
+    res = run_engine(q, k, v, Tiling(200, 200, 16, 32, 32, True), "fa2")
+    np.testing.assert_array_equal(res.used_max, res.true_max)
+
+
+def test_vsa_skips_more_as_lambda_grows():
+    q, k, v = rng_qkv(512, 32)
+    t = Tiling(512, 512, 32, 64, 64, True)
+    skipped = [run_engine(q, k, v, t, "vsa", lam=lam).skipped_tiles for lam in (1e-9, 1e-2, 0.5)]
+    assert skipped[0] <= skipped[1] <= skipped[2]
+    assert skipped[2] > 0
+
+
+def test_grouped_query_heads_share_kv():
+    q, k, v = rng_qkv(128, 16, heads=4, kv_heads=2)
+    t = Tiling(128, 128, 16, 32, 32, True, heads=4, kv_heads=2)
+    ref = reference_attention(q, k, v, True)
+    for algo in ("fa2", "vfa"):
+        assert rel_err(run_engine(q, k, v, t, algo, FP32).out, ref) < 1e-5
+    np.testing.assert_allclose(ref[1], reference_attention(q[1:2], k[0:1], v[0:1], True)[0])
+
+
+def test_key_summary_is_signed_absmax_over_real_keys():
+    kb = np.array([[[[1.0, -3.0], [-2.0, 2.0], [9.0, 9.0]]]])  # [Hkv=1, Tc=1, Bc=3, d=2]; key 2 is padding
+    np.testing.assert_array_equal(key_summary(kb, kv_len=2), [[[-2.0, -3.0]]])
+
+
+def test_the_same_inputs_give_bit_identical_outputs_and_traces():
+    q, k, v = rng_qkv(200, 16)
+    t = Tiling(200, 200, 16, 32, 32, True)
+    a, b = run_engine(q, k, v, t, "vsa", lam=0.1), run_engine(q, k, v, t, "vsa", lam=0.1)
+    assert a.out.tobytes() == b.out.tobytes()
+    assert a.trace.digest() == b.trace.digest()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"seq_len": 0}, "seq_len must be a positive integer"),
+    ({"block_q": -4}, "block_q must be a positive integer"),
+    ({"heads": 3, "kv_heads": 2}, "multiple of kv_heads"),
+])
+def test_impossible_sizes_are_refused(kwargs, match):
+    args = dict(seq_len=64, kv_len=64, head_dim=8, block_q=16, block_k=16, causal=True) | kwargs
+    with pytest.raises(VfasimError, match=match):
+        Tiling(**args)
+
+
+def test_bad_lambda_and_unknown_algorithm_are_refused():
+    q, k, v = rng_qkv(32, 8)
+    t = Tiling(32, 32, 8, 16, 16, True)
+    with pytest.raises(VfasimError, match="lam must lie in"):
+        run_engine(q, k, v, t, "vsa", lam=1.0)
+    with pytest.raises(VfasimError, match="unknown algorithm 'fa9'.*fa2, vfa, vsa"):
+        run_engine(q, k, v, t, "fa9")
