@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from vfasim.errors import VfasimError
 from vfasim.functional.precision import Precision
@@ -69,11 +70,13 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     policy = policy_for(algo)
     if policy.skip and not 0.0 < lam < 1.0:
         raise VfasimError(f"lam must lie in (0, 1), got {lam}")
-    loop = _Loop(q, k, v, tiling, policy, precision, lam)
-    loop.prelude()
-    for step in range(tiling.n_kblocks):
-        loop.step(step)
-    return loop.finish(algo)
+    # Tile-sized matmuls gain nothing from BLAS threads, and oversubscribed threads spin.
+    with threadpool_limits(limits=1, user_api="blas"):
+        loop = _Loop(q, k, v, tiling, policy, precision, lam)
+        loop.prelude()
+        for step in range(tiling.n_kblocks):
+            loop.step(step)
+        return loop.finish(algo)
 
 
 def key_summary(kb: np.ndarray, kv_len: int) -> np.ndarray:

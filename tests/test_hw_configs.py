@@ -1,0 +1,90 @@
+"""The built-in configs encode the paper's ratios, cite a source for every number, and load safely."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from vfasim.errors import VfasimError
+from vfasim.hw import builtin_names, load_hw
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "hw_configs"
+PAPER_SIX = ["C16V32", "C8V32", "C4V32", "C8V16", "C4V16", "C4V16-2xexp"]
+
+
+def test_the_six_paper_configs_are_built_in():
+    assert sorted(builtin_names()) == sorted(PAPER_SIX)
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_number_says_where_it_comes_from(path):
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        value = line.split("#")[0]
+        if re.search(r":\s*-?[0-9.]+(e-?\d+)?\s*$", value):
+            comment = line.partition("#")[2].lower()
+            assert "source:" in comment or "assumed, because" in comment, f"{path.name}:{lineno}: {line}"
+
+
+def test_paper_ratios_are_encoded_as_given():
+    hw = load_hw("C16V32")
+    cube, vec, exp = (hw.pipelines[p].throughput for p in ("cube", "vector", "exp"))
+    assert cube["float16"] * 2 == cube["float8_e4m3"]  # FP16 : FP8 = 1 : 2
+    assert cube["float16"] * 6 == cube["float4_e2m1"]  # FP16 : FP4 = 1 : 6
+    assert exp["float32"] * 250 == cube["float16"]  # exp = 1/250 of FP16 tensor
+    assert vec["float32"] == 8 * exp["float32"]  # vector = 8 x exp
+
+
+def test_configs_differ_only_in_what_the_paper_varies():
+    base = load_hw("C16V32").model_dump()
+    for name in PAPER_SIX:
+        doc = load_hw(name).model_dump()
+        doc["pipelines"]["exp"]["throughput"]["float16"] = base["pipelines"]["exp"]["throughput"]["float16"]
+        for key in ("name", "description", "precision"):
+            doc[key] = base[key]
+        assert doc == base, name
+    assert (load_hw("C4V16-2xexp").pipelines["exp"].throughput["float16"]
+            == 2 * load_hw("C4V16").pipelines["exp"].throughput["float16"])
+
+
+def test_names_are_case_insensitive_and_paths_load(tmp_path):
+    assert load_hw("c4v16").name == "C4V16"
+    path = tmp_path / "mine.yaml"
+    path.write_text("base: C4V16\nname: mine\nscore_buffers: 2\n")
+    hw = load_hw(path)
+    assert (hw.name, hw.score_buffers, hw.precision.matmul) == ("mine", 2, "float4_e2m1")
+
+
+@pytest.mark.parametrize("text,match", [
+    ("base: C16V32\nname: x\npipelines:\n  cube:\n    speed: 3\n", r"pipelines\.cube\.speed: unknown field"),
+    ("base: C16V32\nname: x\nscore_buffers: 0\n", r"score_buffers: Input should be greater than 0"),
+    ("base: C16V32\nname: x\nop_map:\n  exp: sfu\n", r"unknown pipeline 'sfu'"),
+    ("base: C16V32\nname: x\npipelines:\n  exp:\n    throughput:\n      float16: -1\n", r"must be > 0"),
+    ("base: C16V32\nname: x\nprecision:\n  matmul: int3\n", r"unknown data type 'int3'"),
+    ("name: [unclosed\n", r"not valid YAML at line"),
+    ("- a list\n", r"expected a mapping"),
+    ("base: NOPE\n", r"unknown hw config 'NOPE'"),
+    ("base: C16V32\nname: x\nprecision:\n  matmul: bfloat16\npipelines:\n  cube:\n    throughput:\n"
+     "      float16: 1\n", None),
+])
+def test_bad_configs_fail_loudly_naming_the_field(tmp_path, text, match):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    if match is None:  # deep merge keeps the other rates, so this one is fine
+        assert load_hw(path).pipelines["cube"].throughput["bfloat16"] == 4000
+        return
+    with pytest.raises(VfasimError, match=match):
+        load_hw(path)
+
+
+def test_a_rate_missing_for_the_configured_dtype_is_refused(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("base: C16V32\nname: x\nprecision:\n  vector: bfloat16\n")
+    with pytest.raises(VfasimError, match=r"pipelines\.vector\.throughput has no rate for bfloat16"):
+        load_hw(path)
+
+
+def test_unknown_name_lists_the_valid_ones():
+    with pytest.raises(VfasimError, match="C16V32.*C4V16"):
+        load_hw("C2V8")
