@@ -8,7 +8,7 @@ import pytest
 from vfasim.errors import VfasimError
 from vfasim.functional import Precision, Tiling, reference_attention, run_engine
 from vfasim.functional.checks import bits_vs_baseline, error_vs_reference, frozen_max_stats
-from vfasim.functional.engine import key_summary
+from vfasim.functional.policy import summarize_keys
 
 from conftest import rng_qkv
 
@@ -44,7 +44,7 @@ def test_vfa_and_vsa_match_the_oracle_in_fp32(algo):
     q, k, v = rng_qkv(300, 32)
     t = Tiling(300, 300, 32, 64, 64, True)
     res = run_engine(q, k, v, t, algo, FP32, lam=1e-12)  # λ tiny: nothing is negligible enough to skip
-    assert res.skipped_tiles == 0
+    assert res.counts["skipped_tiles"] == 0
     assert rel_err(res.out, reference_attention(q, k, v, True)) < 1e-5
 
 
@@ -73,7 +73,7 @@ def test_fa2_tracks_the_true_max_exactly():
 def test_vsa_skips_more_as_lambda_grows():
     q, k, v = rng_qkv(512, 32)
     t = Tiling(512, 512, 32, 64, 64, True)
-    skipped = [run_engine(q, k, v, t, "vsa", lam=lam).skipped_tiles for lam in (1e-9, 1e-2, 0.5)]
+    skipped = [run_engine(q, k, v, t, "vsa", lam=lam).counts["skipped_tiles"] for lam in (1e-9, 1e-2, 0.5)]
     assert skipped[0] <= skipped[1] <= skipped[2]
     assert skipped[2] > 0
 
@@ -89,7 +89,7 @@ def test_grouped_query_heads_share_kv():
 
 def test_key_summary_is_signed_absmax_over_real_keys():
     kb = np.array([[[[1.0, -3.0], [-2.0, 2.0], [9.0, 9.0]]]])  # [Hkv=1, Tc=1, Bc=3, d=2]; key 2 is padding
-    np.testing.assert_array_equal(key_summary(kb, kv_len=2), [[[-2.0, -3.0]]])
+    np.testing.assert_array_equal(summarize_keys(kb, kv_len=2, how="sabsmax"), [[[-2.0, -3.0]]])
 
 
 def test_the_same_inputs_give_bit_identical_outputs_and_traces():
@@ -116,5 +116,5 @@ def test_bad_lambda_and_unknown_algorithm_are_refused():
     t = Tiling(32, 32, 8, 16, 16, True)
     with pytest.raises(VfasimError, match="lam must lie in"):
         run_engine(q, k, v, t, "vsa", lam=1.0)
-    with pytest.raises(VfasimError, match="unknown algorithm 'fa9'.*fa2, vfa, vsa"):
+    with pytest.raises(VfasimError, match="unknown algorithm .fa9..*fa2, fa4, vfa, vsa"):
         run_engine(q, k, v, t, "fa9")

@@ -2,18 +2,45 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from vfasim import __version__
 from vfasim.errors import VfasimError
-from vfasim.functional import ALGORITHMS, Precision, Tiling, reference_attention, run_engine
+from vfasim.functional import Precision, Tiling, policy_for, reference_attention, run_engine
 from vfasim.functional import checks
+from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
-from vfasim.sim import simulate, timing_stats
+from vfasim.sim import SCHEDULES, simulate, timing_stats
 from vfasim.workloads import Workload, load_qkv, make_workload
 
 BASELINE = "fa2"
+BSFA_CALIBRATION_RUNS = 2  # calibration workloads: the same generator at seeds seed+1, seed+2
+
+
+@dataclass(frozen=True)
+class Options:
+    """Algorithm options beyond the name (None keeps the algorithm's default)."""
+
+    lam: float = 1e-3
+    topk: int = 8
+    key_summary: str | None = None
+    minit: bool | None = None
+    reorder: bool | None = None
+    q_summary: str | None = None
+    rescale_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.lam < 1.0:
+            raise VfasimError(f"lam must lie in (0, 1), got {self.lam}")
+        if isinstance(self.topk, bool) or not isinstance(self.topk, int) or self.topk < 0:
+            raise VfasimError(f"topk must be an integer >= 0, got {self.topk!r}")
+
+    def policy_options(self) -> dict:
+        return {"key_summary": self.key_summary, "minit": self.minit, "reorder": self.reorder,
+                "q_summary": self.q_summary, "rescale_threshold": self.rescale_threshold}
 
 
 @dataclass(frozen=True)
@@ -30,6 +57,7 @@ class RunResult:
     manifest: dict[str, object]
     numerics: dict[str, object]
     shape: dict[str, object]
+    options: dict[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -37,16 +65,29 @@ class RunResult:
 
 def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len: int = 4096,
         head_dim: int = 128, block_q: int = 128, block_k: int = 128, causal: bool = True,
-        heads: int = 1, seed: int = 0, workload: str = "llm-like", qkv: str | Path | None = None,
-        lam: float = 1e-3, schedule: str = "pipelined") -> RunResult:
-    """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result."""
+        heads: int = 1, kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
+        qkv: str | Path | None = None, schedule: str = "pipelined", decode: bool = False,
+        queries: int = 1, options: Options = Options(), **option_kwargs) -> RunResult:
+    """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result.
+
+    Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
+    ``decode`` keeps the last ``queries`` query rows against the whole KV sequence.
+    """
+    unknown = set(option_kwargs) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise VfasimError(f"unknown option(s) {', '.join(sorted(unknown))}")
+    opts = Options(**{**asdict(options), **option_kwargs})
+    if schedule not in SCHEDULES:
+        raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
-    if algo not in ALGORITHMS:
-        raise VfasimError(f"unknown algorithm {algo!r} (valid: {', '.join(ALGORITHMS)})")
-    wl = load_qkv(qkv) if qkv is not None else make_workload(workload, seq_len, head_dim, heads, seed)
-    tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, block_q, block_k, causal, wl.heads, wl.kv_heads)
+    policy = policy_for(algo, **opts.policy_options())
+    wl = _workload(qkv, workload, seq_len, head_dim, heads, kv_heads, seed, decode, queries)
+    tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if decode else block_q,
+                    block_k, causal, wl.heads, wl.kv_heads)
     precision = engine_precision(config)
-    result = run_engine(wl.q, wl.k, wl.v, tiling, algo, precision, lam)
+    thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, qkv, workload, seed, decode, queries)
+    result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
+                        decode=decode)
     timeline = simulate(result.trace, config, schedule)
     stats = timing_stats(result.trace, timeline, config)
     manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
@@ -56,9 +97,12 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         hw=config.name, algo=algo, workload=wl.name, latency_cycles=stats.latency_cycles,
         latency_us=stats.latency_cycles / (config.clock_ghz * 1e3), pipelines=stats.pipelines,
         shares=stats.shares, bottleneck=stats.bottleneck, ops=stats.ops, manifest=manifest,
-        numerics=_numerics(wl, tiling, precision, result, algo, lam),
+        numerics=_numerics(wl, tiling, precision, result, decode),
         shape={"seq_len": wl.seq_len, "kv_len": wl.kv_len, "head_dim": wl.head_dim, "heads": wl.heads,
-               "kv_heads": wl.kv_heads, "block_q": block_q, "block_k": block_k, "causal": causal})
+               "kv_heads": wl.kv_heads, "block_q": tiling.block_q, "block_k": block_k, "causal": causal,
+               "decode": decode},
+        options={"policy": asdict(policy), "lam": opts.lam if policy.skip in ("block", "row") else None,
+                 "topk": opts.topk if policy.skip == "topk" else None})
 
 
 def engine_precision(config: HardwareConfig) -> Precision:
@@ -70,14 +114,48 @@ def engine_precision(config: HardwareConfig) -> Precision:
     return Precision(matmul="float16", vector="float32")
 
 
-def _numerics(wl: Workload, tiling: Tiling, precision: Precision, result, algo: str, lam: float) -> dict:
-    ref = reference_attention(wl.q, wl.k, wl.v, tiling.causal)
-    base = result if algo == BASELINE else run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision)
-    out = {"matmul_dtype": precision.matmul, "vector_dtype": precision.vector,
-           **checks.error_vs_reference(result.out, ref), **checks.non_finite(result.out),
-           **checks.bits_vs_baseline(result.out, base.out),
-           **checks.frozen_max_stats(result.used_max, result.true_max)}
-    out["skipped_block_fraction"] = result.skipped_tiles / max(result.visited_tiles, 1)
-    out["lam"] = lam if ALGORITHMS[algo].skip else None
-    return out
+def _workload(qkv, name, seq_len, head_dim, heads, kv_heads, seed, decode, queries) -> Workload:
+    wl = load_qkv(qkv) if qkv is not None else make_workload(name, seq_len, head_dim, heads, seed, kv_heads)
+    if not decode:
+        return wl
+    if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= wl.seq_len:
+        raise VfasimError(f"queries must be an integer in [1, {wl.seq_len}], got {queries!r}")
+    return Workload(wl.name, np.ascontiguousarray(wl.q[:, -queries:]), wl.k, wl.v)
 
+
+def _bsfa_thresholds(skip, tiling, precision, opts, qkv, name, seed, decode, queries) -> np.ndarray | None:
+    """BSFA's per-(head, query block) thresholds, calibrated on workloads other than the one run.
+
+    For a loaded file there is no second sample, so the file calibrates itself (optimistic).
+    """
+    if skip != "topk":
+        return None
+    samples = [None] if qkv is not None else [seed + i for i in range(1, BSFA_CALIBRATION_RUNS + 1)]
+    maxima = []
+    for s in samples:
+        wl = _workload(qkv, name, tiling.kv_len, tiling.head_dim, tiling.heads, tiling.kv_heads,
+                       0 if s is None else s, decode, queries)
+        maxima.append(run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision).block_max)
+    local = np.tile(tiling.local_block, tiling.heads)
+    return calibrate_bsfa(maxima, local, opts.topk)
+
+
+def _numerics(wl: Workload, tiling: Tiling, precision: Precision, result, decode: bool) -> dict:
+    ref = reference_attention(wl.q, wl.k, wl.v, tiling.causal)
+    base = run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode)
+    c = result.counts
+    kept = c["visited_tiles"] - c["skipped_tiles"]
+    flows = {k: v for k, v in c.items() if k.endswith("flow")}
+    return {
+        "matmul_dtype": precision.matmul, "vector_dtype": precision.vector,
+        **checks.error_vs_reference(result.out, ref), **checks.non_finite(result.out),
+        **checks.bits_vs_baseline(result.out, base.out),
+        **checks.frozen_max_stats(result.used_max, result.true_max),
+        "max_gap_quantiles": checks.gap_quantiles(result.used_max, result.true_max),
+        "skipped_block_fraction": c["skipped_tiles"] / max(c["visited_tiles"], 1),
+        "skipped_row_fraction": c["skipped_row_tiles"] / max(c["row_tiles"], 1),
+        "rescale_skip_fraction": 1 - c["rescaled_tiles"] / kept if kept else 0.0,
+        "overflow_count": sum(v for k, v in flows.items() if k.endswith("overflow")),
+        "underflow_count": sum(v for k, v in flows.items() if k.endswith("underflow")),
+        "flows": flows,
+    }

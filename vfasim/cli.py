@@ -9,9 +9,10 @@ import argparse
 import sys
 
 from vfasim import __version__
-from vfasim.api import run
+from vfasim.api import Options, run
 from vfasim.errors import VfasimError
 from vfasim.functional import ALGORITHMS
+from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES
 from vfasim.hw import builtin_names, load_hw
 from vfasim.report import format_hw, format_run, to_json
 from vfasim.sim import SCHEDULES
@@ -50,9 +51,22 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workload", default="llm-like", help=f"one of {', '.join(WORKLOADS)}")
     p.add_argument("--qkv", default=None, help=".npz (q, k, v) or .npy [3, ...] file; overrides --workload")
-    p.add_argument("--lam", type=float, default=1e-3, help="VSA skip threshold λ in (0, 1)")
+    p.add_argument("--kv-heads", type=int, default=None, help="K/V heads (< heads: grouped-query attention)")
+    p.add_argument("--decode", action="store_true", help="decode: the last --queries rows against the whole KV")
+    p.add_argument("--queries", type=int, default=1, help="query rows in decode (default 1)")
     p.add_argument("--schedule", default="pipelined", help=f"one of {', '.join(SCHEDULES)}")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    g = p.add_argument_group("algorithm options")
+    g.add_argument("--lam", type=float, default=1e-3, help="BLASST/VSA skip threshold λ in (0, 1)")
+    g.add_argument("--topk", type=int, default=8, help="bsfa: off-diagonal blocks kept per query block")
+    g.add_argument("--rescale-threshold", type=float, default=None,
+                   help="fa4/blasst_fa4: max growth (natural log) that skips the rescale; default 8·ln2")
+    g.add_argument("--key-summary", choices=KEY_SUMMARIES, default=None, help="vfa/vsa: key-block summary")
+    g.add_argument("--q-summary", choices=Q_SUMMARIES, default=None,
+                   help="vfa/vsa: block-wise m-init from one summary of Q_i")
+    g.add_argument("--no-minit", dest="minit", action="store_false", default=None, help="vfa/vsa: m starts at -inf")
+    g.add_argument("--no-reorder", dest="reorder", action="store_false", default=None,
+                   help="vfa/vsa: visit key blocks in order 1, 2, 3, …")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,10 +82,12 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> str:
     if args.command == "hw":
         return "\n".join(builtin_names()) if args.hw_command == "list" else format_hw(load_hw(args.name))
+    options = Options(lam=args.lam, topk=args.topk, key_summary=args.key_summary, minit=args.minit,
+                      reorder=args.reorder, q_summary=args.q_summary, rescale_threshold=args.rescale_threshold)
     result = run(args.hw, args.algo, seq_len=args.seq_len, head_dim=args.head_dim,
                  block_q=args.block_q, block_k=args.block_k, causal=args.causal, heads=args.heads,
-                 seed=args.seed, workload=args.workload, qkv=args.qkv, lam=args.lam,
-                 schedule=args.schedule)
+                 kv_heads=args.kv_heads, seed=args.seed, workload=args.workload, qkv=args.qkv,
+                 schedule=args.schedule, decode=args.decode, queries=args.queries, options=options)
     doc = result.to_dict()
     return to_json(doc) if args.json else format_run(doc)
 

@@ -110,12 +110,14 @@ def check_sizes(seq_len: int, head_dim: int, heads: int, seed: int) -> None:
             raise VfasimError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
-def random_workload(seq_len: int, head_dim: int, heads: int = 1, seed: int = 0) -> Workload:
+def random_workload(seq_len: int, head_dim: int, heads: int = 1, seed: int = 0,
+                    kv_heads: int | None = None) -> Workload:
     """Seeded standard-normal Q, K, V (no structure: every block looks alike)."""
     check_sizes(seq_len, head_dim, heads, seed)
+    kv_heads = check_groups(heads, kv_heads)
     rng = np.random.default_rng(seed)
-    shape = (heads, seq_len, head_dim)
-    q, k, v = (rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
+    q, k, v = (rng.standard_normal((n, seq_len, head_dim), dtype=np.float32)
+               for n in (heads, kv_heads, kv_heads))
     return Workload("random", q, k, v)
 
 
@@ -257,17 +259,36 @@ def llm_like_head(
 
 def llm_like_workload(
     seq_len: int, head_dim: int, heads: int = 1, seed: int = 0, knobs: LlmLikeKnobs | None = None,
+    kv_heads: int | None = None,
 ) -> Workload:
     """Synthetic Q/K with sinks, local emphasis, outlier channels, norm spread and
-    rare far matches (see LlmLikeKnobs); V is plain seeded normal."""
+    rare far matches (see LlmLikeKnobs); V is plain seeded normal.
+
+    With ``kv_heads`` < ``heads`` (grouped-query attention) each KV head is drawn as
+    above and the other queries of its group are its queries plus fresh token content,
+    so they share the group's sinks, locality and matches.
+    """
     check_sizes(seq_len, head_dim, heads, seed)
+    kv_heads = check_groups(heads, kv_heads)
     knobs = LlmLikeKnobs() if knobs is None else knobs
     rng = np.random.default_rng(seed)
-    pairs = [llm_like_head(rng, seq_len, head_dim, knobs) for _ in range(heads)]
-    q = np.stack([p[0] for p in pairs]).astype(np.float32)
+    pairs = [llm_like_head(rng, seq_len, head_dim, knobs) for _ in range(kv_heads)]
     k = np.stack([p[1] for p in pairs]).astype(np.float32)
-    v = rng.standard_normal((heads, seq_len, head_dim), dtype=np.float32)
-    return Workload("llm-like", q, k, v)
+    v = rng.standard_normal((kv_heads, seq_len, head_dim), dtype=np.float32)
+    group = heads // kv_heads
+    noise = knobs.content_std * rng.standard_normal((kv_heads, group - 1, seq_len, head_dim))
+    q = np.stack([np.concatenate([p[0][None], p[0][None] + noise[h]]) for h, p in enumerate(pairs)])
+    return Workload("llm-like", q.reshape(heads, seq_len, head_dim).astype(np.float32), k, v)
+
+
+def check_groups(heads: int, kv_heads: int | None) -> int:
+    """kv_heads (default: heads), checked to divide heads."""
+    kv_heads = heads if kv_heads is None else kv_heads
+    if isinstance(kv_heads, bool) or not isinstance(kv_heads, (int, np.integer)) or kv_heads < 1:
+        raise VfasimError(f"kv_heads must be an integer >= 1, got {kv_heads!r}")
+    if heads % kv_heads:
+        raise VfasimError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    return int(kv_heads)
 
 
 WORKLOADS: dict[str, Callable[..., Workload]] = {
@@ -277,13 +298,13 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
 
 
 def make_workload(
-    name: str, seq_len: int, head_dim: int, heads: int = 1, seed: int = 0,
+    name: str, seq_len: int, head_dim: int, heads: int = 1, seed: int = 0, kv_heads: int | None = None,
 ) -> Workload:
-    """Generate the named workload (a key of WORKLOADS)."""
+    """Generate the named workload (a key of WORKLOADS); ``kv_heads`` < heads for GQA."""
     if name not in WORKLOADS:
         raise VfasimError(f"unknown workload {name!r}; valid: {', '.join(WORKLOADS)}")
     check_sizes(seq_len, head_dim, heads, seed)
-    return WORKLOADS[name](seq_len, head_dim, heads=heads, seed=seed)
+    return WORKLOADS[name](seq_len, head_dim, heads=heads, seed=seed, kv_heads=kv_heads)
 
 
 # ---------------------------------------------------------------- files

@@ -1,8 +1,10 @@
 """NumPy functional engine: tiled attention algorithms that emit the operation trace."""
 
-from vfasim.functional.engine import ALGORITHMS, EngineResult, Policy, run_engine
+from vfasim.functional.engine import EngineResult, run_engine
+from vfasim.functional.policy import ALGORITHMS, Policy, policy_for
 from vfasim.functional.precision import Precision
 from vfasim.functional.reference import reference_attention
 from vfasim.functional.tiling import Tiling
 
-__all__ = ["ALGORITHMS", "EngineResult", "Policy", "Precision", "Tiling", "reference_attention", "run_engine"]
+__all__ = ["ALGORITHMS", "EngineResult", "Policy", "Precision", "Tiling", "policy_for",
+           "reference_attention", "run_engine"]

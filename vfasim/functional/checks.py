@@ -49,3 +49,13 @@ def frozen_max_stats(used_max: np.ndarray, true_max: np.ndarray) -> dict[str, fl
     below = gap > 0
     return {"frozen_max_below_true_rows": float(np.mean(below)),
             "frozen_max_largest_gap": float(np.max(gap[below], initial=0.0))}
+
+
+def gap_quantiles(used_max: np.ndarray, true_max: np.ndarray) -> dict[str, float]:
+    """Distribution of (true row max − used max) over rows: >0 means the exp ran above 1."""
+    gap = (true_max.astype(np.float64) - used_max.astype(np.float64)).ravel()
+    gap = gap[np.isfinite(gap)]
+    if gap.size == 0:
+        return {}
+    qs = (0, 1, 10, 50, 90, 99, 100)
+    return {f"p{q}": float(v) for q, v in zip(qs, np.percentile(gap, qs))}

@@ -3,49 +3,30 @@
 The loop runs over *steps* of the key-block visit order; at each step every
 (head, query block) row that still has a block to visit is processed at once
 (vectorised), so only one block-row stripe of scores — rows × Bq × Bc — is
-ever held, and memory stays linear in sequence length.
-
-Algorithms are policies of the same loop (see ``ALGORITHMS``):
-- fa2: exact max update and rescale on every block.
-- vfa: m initialised from sabsmax key-block summaries, order (sink, local, rest),
-  exact updates only on the sink and local blocks, frozen max elsewhere.
-- vsa: vfa plus the BLASST skip test on every visited block.
+ever held, and memory stays linear in sequence length. Algorithms are
+``Policy`` values (see ``policy.py``) of this one loop.
 
 Assumptions:
-- BLASST's block test takes the max over rows of both the block max and the
-  running max (as in the BLASST talk): skip when max(m̃) − max(m_new) < ln λ.
-  A skipped block leaves m, l and O untouched.
+- A skipped block (BLASST, BSFA) leaves m, l and O untouched; a row masked out
+  by the row-skip rule leaves its own m, l and O untouched.
 - Rows that have seen only masked entries use m = 0 in exp (the usual -inf guard).
-- The key summaries are computed once per KV head over real (unpadded) keys;
-  their cost is one vector op per head in the prelude.
+- Key summaries are computed once per KV head over real (unpadded) keys; in
+  decode only the newest block is summarised (the others are cached).
+- Row skipping applies its row mask as part of the skip test op.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from vfasim.errors import VfasimError
+from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
 from vfasim.functional.precision import Precision
 from vfasim.functional.tiling import Tiling
 from vfasim.trace import Trace, TraceBuilder
-
-
-@dataclass(frozen=True)
-class Policy:
-    minit: bool = False  # initialise m from key-block summaries
-    reorder: bool = False  # visit sink and local blocks first
-    freeze: bool = False  # exact max update only on sink and local blocks
-    skip: bool = False  # BLASST block skip with threshold lam
-
-
-ALGORITHMS: dict[str, Policy] = {
-    "fa2": Policy(),
-    "vfa": Policy(minit=True, reorder=True, freeze=True),
-    "vsa": Policy(minit=True, reorder=True, freeze=True, skip=True),
-}
 
 
 @dataclass(frozen=True)
@@ -53,65 +34,70 @@ class EngineResult:
     out: np.ndarray  # [heads, seq_len, head_dim] in the vector dtype
     used_max: np.ndarray  # [heads, seq_len] the max each row's exp used at the end
     true_max: np.ndarray  # [heads, seq_len] the row max over every score seen
-    visited_tiles: int
-    skipped_tiles: int
+    block_max: np.ndarray  # [rows, Tc] max score of each visited tile, -inf if not visited
+    counts: dict[str, int]  # visited/skipped/rescaled tiles, skipped rows, over/underflows
     trace: Trace
 
 
-def policy_for(algo: str) -> Policy:
-    if algo not in ALGORITHMS:
-        raise VfasimError(f"unknown algorithm {algo!r} (valid: {', '.join(ALGORITHMS)})")
-    return ALGORITHMS[algo]
+@dataclass
+class _Counts:
+    visited_tiles: int = 0
+    skipped_tiles: int = 0
+    rescaled_tiles: int = 0
+    row_tiles: int = 0
+    skipped_row_tiles: int = 0
+    flows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("exp_underflow", "cast_p_underflow", "exp_overflow", "l_overflow", "o_overflow"), 0))
 
 
-def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str,
-               precision: Precision = Precision(), lam: float = 0.01) -> EngineResult:
-    """Run ``algo`` on Q [H, N, d], K/V [Hkv, Nk, d]; return output, diagnostics and trace."""
-    policy = policy_for(algo)
-    if policy.skip and not 0.0 < lam < 1.0:
+def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str | Policy,
+               precision: Precision = Precision(), lam: float = 1e-3, *,
+               thresholds: np.ndarray | None = None, decode: bool = False) -> EngineResult:
+    """Run ``algo`` on Q [H, N, d], K/V [Hkv, Nk, d]; return output, diagnostics and trace.
+
+    ``thresholds`` [rows] are BSFA's calibrated block-max thresholds; ``decode`` marks a
+    decode step (key summaries are maintained incrementally).
+    """
+    policy = algo if isinstance(algo, Policy) else policy_for(algo)
+    if policy.skip in ("block", "row") and not 0.0 < lam < 1.0:
         raise VfasimError(f"lam must lie in (0, 1), got {lam}")
+    if policy.skip == "topk" and (thresholds is None or thresholds.shape != (tiling.n_rows,)):
+        raise VfasimError(f"bsfa needs one calibrated threshold per (head, query block): {tiling.n_rows}")
     # Tile-sized matmuls gain nothing from BLAS threads, and oversubscribed threads spin.
     with threadpool_limits(limits=1, user_api="blas"):
-        loop = _Loop(q, k, v, tiling, policy, precision, lam)
+        loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode)
         loop.prelude()
         for step in range(tiling.n_kblocks):
             loop.step(step)
-        return loop.finish(algo)
-
-
-def key_summary(kb: np.ndarray, kv_len: int) -> np.ndarray:
-    """sabsmax per key block and dimension: [Hkv, Tc, Bc, d] -> [Hkv, Tc, d], padding ignored."""
-    tc, bc = kb.shape[1], kb.shape[2]
-    real = (np.arange(tc)[:, None] * bc + np.arange(bc)) < kv_len
-    mag = np.where(real[None, :, :, None], np.abs(kb), -1.0)
-    pick = np.argmax(mag, axis=2)[:, :, None, :]
-    return np.take_along_axis(kb, pick, axis=2)[:, :, 0, :]
+        return loop.finish(algo if isinstance(algo, str) else "custom")
 
 
 class _Loop:
     """State of one tiled run: blocked inputs, running (m, l, O) per row, trace builder."""
 
-    def __init__(self, q, k, v, tiling: Tiling, policy: Policy, prec: Precision, lam: float) -> None:
+    def __init__(self, q, k, v, tiling: Tiling, policy: Policy, prec: Precision, lam: float,
+                 thresholds: np.ndarray | None, decode: bool) -> None:
         self.t, self.policy, self.prec, self.lam = tiling, policy, prec, lam
-        vt = prec.vector_np
-        self.vt = vt
+        self.thresholds, self.decode = thresholds, decode
+        self.vt = vt = prec.vector_np
         self.scale = vt.type(1.0 / np.sqrt(tiling.head_dim))
-        self.qb = _blocks(prec.to_matmul(q), tiling.block_q)  # [H, Tr, Bq, d]
+        bq, d = tiling.block_q, tiling.head_dim
+        self.qb = _blocks(prec.to_matmul(q), bq).reshape(-1, bq, d)  # rows = (head, qblock)
         self.kb = _blocks(prec.to_matmul(k), tiling.block_k)  # [Hkv, Tc, Bc, d]
         self.vb = _blocks(prec.to_matmul(v), tiling.block_k)
-        self.qb = self.qb.reshape(-1, tiling.block_q, tiling.head_dim)  # rows = (head, qblock)
         n = tiling.n_rows
         rows = np.arange(n)
         self.qblock = rows % tiling.n_qblocks
         self.kv_head = rows // tiling.n_qblocks // (tiling.heads // tiling.kv_heads)
         self.order = tiling.order(policy.reorder)[self.qblock]  # [rows, Tc]
         self.local = tiling.local_block[self.qblock]
-        self.m = np.full((n, tiling.block_q), -np.inf, vt)
-        self.l = np.zeros((n, tiling.block_q), vt)
-        self.o = np.zeros((n, tiling.block_q, tiling.head_dim), vt)
-        self.true_max = np.full((n, tiling.block_q), -np.inf, vt)
-        self.visited = self.skipped = 0
-        self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam))
+        self.m = np.full((n, bq), -np.inf, vt)
+        self.l = np.zeros((n, bq), vt)
+        self.o = np.zeros((n, bq, d), vt)
+        self.true_max = np.full((n, bq), -np.inf, vt)
+        self.block_max = np.full((n, tiling.n_kblocks), -np.inf, np.float32)
+        self.counts = _Counts()
+        self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode))
         self.writer = {name: np.full(n, -1, np.int64) for name in ("m", "l", "o")}
 
     # ---- prelude: Q loads, key summaries, m-init -------------------------------------
@@ -120,52 +106,64 @@ class _Loop:
         self.load_q = self.tb.emit("load_q", rows, 0, t.block_q * d * self.prec.bytes_per("matmul"),
                                    self.prec.matmul)
         if self.policy.minit:
-            self._minit(rows)
+            self._emit_minit(rows)
+            self.m = self._minit_values()
 
-    def _minit(self, rows: np.ndarray) -> None:
+    def _emit_minit(self, rows: np.ndarray) -> None:
         t, d, tb = self.t, self.t.head_dim, self.tb
         group = t.heads // t.kv_heads
         owner = rows - self.qblock - (rows // t.n_qblocks % group) * t.n_qblocks  # first row of the KV head
-        first = np.unique(owner)
-        summ = tb.emit("key_summary", first, 0, t.kv_len * d, self.prec.vector)
+        summarised = t.block_k if self.decode else t.kv_len
+        tb.emit("key_summary", np.unique(owner), 0, summarised * d, self.prec.vector)
         n_vis = t.n_visible[self.qblock]
-        mm = tb.emit("minit_matmul", rows, 0, t.block_q * d * n_vis, self.prec.matmul,
+        q_rows = 1 if self.policy.q_summary else t.block_q
+        mm = tb.emit("minit_matmul", rows, 0, q_rows * d * n_vis, self.prec.matmul,
                      deps=(self.load_q, tb.key("key_summary", owner, 0)))
-        self.writer["m"] = tb.emit("minit_max", rows, 0, t.block_q * n_vis, self.prec.vector, deps=(mm,))
-        reprs = key_summary(self.kb, t.kv_len)[self.kv_head]  # [rows, Tc, d]
-        proxy = np.matmul(self.qb, reprs.transpose(0, 2, 1)).astype(self.vt) * self.scale
-        hidden = np.arange(t.n_kblocks)[None, None, :] >= n_vis[:, None, None]
-        self.m = np.where(hidden, -np.inf, proxy).max(axis=2).astype(self.vt)
+        self.writer["m"] = tb.emit("minit_max", rows, 0, q_rows * n_vis, self.prec.vector, deps=(mm,))
+
+    def _minit_values(self) -> np.ndarray:
+        """m-init per row: max over visible key blocks of scale · q · k_repr."""
+        t, pol = self.t, self.policy
+        reprs = summarize_keys(self.kb, t.kv_len, pol.key_summary)[self.kv_head]  # [rows, Tc, d]
+        q = self.qb if pol.q_summary is None else summarize_queries(self.qb, pol.q_summary)
+        proxy = np.matmul(self.prec.to_matmul(q), self.prec.to_matmul(reprs).transpose(0, 2, 1))
+        proxy = proxy.astype(self.vt) * self.scale
+        hidden = np.arange(t.n_kblocks)[None, None, :] >= t.n_visible[self.qblock][:, None, None]
+        m = np.where(hidden, -np.inf, proxy).max(axis=2).astype(self.vt)
+        return np.broadcast_to(m, (t.n_rows, t.block_q)).copy()
 
     # ---- one step of the key-block loop ------------------------------------------------
     def step(self, s: int) -> None:
         act = np.flatnonzero(self.order[:, s] >= 0)
         if act.size == 0:
             return
-        kb = self.order[act, s]
-        scores, ops = self._scores(act, kb, s + 1)
+        kb, slot = self.order[act, s], s + 1
+        scores, ops = self._scores(act, kb, slot)
         tile_max = scores.max(axis=2)
         self.true_max[act] = np.maximum(self.true_max[act], tile_max)
+        self.block_max[act, kb] = tile_max.max(axis=1)
         special = (kb == 0) | (kb == self.local[act]) | (not self.policy.freeze)
         m_old = self.m[act]
         m_cand = np.maximum(m_old, tile_max)
-        keep = self._skip_test(tile_max, m_cand)
-        m_new = np.where(special[:, None], m_cand, m_old)
-        self.visited += act.size
-        self.skipped += int(np.sum(~keep))
-        ops = self._emit_stats(act, kb, s + 1, special, ops)
+        keep_rows = self._keep_rows(act, kb, tile_max, m_cand)
+        m_new = self._new_max(special, keep_rows, m_old, m_cand)
+        rescales = special if self.policy.rescale_threshold is None else np.any(m_new != m_old, axis=1)
+        keep = keep_rows.any(axis=1)
+        self._count(keep, keep_rows, rescales)
+        ops = self._emit_stats(act, kb, slot, special, ops)
         k = np.flatnonzero(keep)
-        ops = {name: ids[k] for name, ids in ops.items()}
-        self._update(act[k], kb[k], s + 1, special[k], scores[k], m_old[k], m_new[k], ops)
+        if self.policy.skip == "row":
+            scores = np.where(keep_rows[:, :, None], scores, -np.inf).astype(self.vt)
+        self._update(act[k], kb[k], slot, rescales[k], scores[k], m_old[k], m_new[k],
+                     {name: ids[k] for name, ids in ops.items()})
 
     def _scores(self, act: np.ndarray, kb: np.ndarray, slot: int) -> tuple[np.ndarray, dict]:
         t, tb, prec = self.t, self.tb, self.prec
-        heads = self.kv_head[act]
         load_k = tb.emit("load_k", act, slot, t.block_k * t.head_dim * prec.bytes_per("matmul"),
                          prec.matmul, kblock=kb)
         qk = tb.emit("qk_matmul", act, slot, t.block_q * t.block_k * t.head_dim, prec.matmul,
                      deps=(load_k, self.load_q[act]), kblock=kb)
-        raw = np.matmul(self.qb[act], self.kb[heads, kb].transpose(0, 2, 1))
+        raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
         scores = raw.astype(self.vt) * self.scale
         score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(qk,), kblock=kb)
         needs = t.tile_needs_mask(self.qblock[act], kb)
@@ -178,51 +176,82 @@ class _Loop:
             score_op[needs] = mask
         return scores, {"load_k": load_k, "score": score_op}
 
-    def _skip_test(self, tile_max: np.ndarray, m_cand: np.ndarray) -> np.ndarray:
-        if not self.policy.skip:
-            return np.ones(tile_max.shape[0], dtype=bool)
+    def _keep_rows(self, act, kb, tile_max, m_cand) -> np.ndarray:
+        """[A, Br] rows of each tile that take part (all rows of a kept tile, none of a skipped one)."""
+        skip, ones = self.policy.skip, np.ones(tile_max.shape, dtype=bool)
         with np.errstate(invalid="ignore"):
-            gap = tile_max.max(axis=1) - m_cand.max(axis=1)
-        return ~(gap < np.log(self.lam))
+            if skip == "block":
+                gap = tile_max.max(axis=1) - m_cand.max(axis=1)
+                return ones & ~(gap < np.log(self.lam))[:, None]
+            if skip == "row":
+                return ~(tile_max - m_cand < np.log(self.lam))
+            if skip == "topk":
+                keep = (kb == self.local[act]) | (tile_max.max(axis=1) >= self.thresholds[act])
+                return ones & keep[:, None]
+        return ones
+
+    def _new_max(self, special, keep_rows, m_old, m_cand) -> np.ndarray:
+        update = special[:, None] & keep_rows
+        if self.policy.rescale_threshold is not None:
+            with np.errstate(invalid="ignore"):
+                grows = (m_cand - m_old > self.policy.rescale_threshold) | np.isneginf(m_old)
+            update &= grows
+        return np.where(update, m_cand, m_old)
+
+    def _count(self, keep, keep_rows, rescales) -> None:
+        c = self.counts
+        c.visited_tiles += keep.size
+        c.skipped_tiles += int(np.sum(~keep))
+        c.rescaled_tiles += int(np.sum(rescales & keep))
+        c.row_tiles += keep_rows.size
+        c.skipped_row_tiles += int(np.sum(~keep_rows))
 
     def _emit_stats(self, act, kb, slot, special, ops) -> dict[str, np.ndarray]:
         """Trace of the statistic ops (rowmax, running max, skip test); op keys per row."""
-        t, tb, vec = self.t, self.tb, self.prec.vector
-        br = t.block_q
-        stat = special | self.policy.skip
+        t, tb, vec, br = self.t, self.tb, self.prec.vector, self.t.block_q
+        skipping = self.policy.skip != "none"
+        stat = special | skipping
         rm = tb.emit("rowmax", act[stat], slot, br * t.block_k, vec, deps=(ops["score"][stat],), kblock=kb[stat])
         run = tb.emit("running_max", act[stat], slot, br, vec, deps=(rm, self.writer["m"][act[stat]]),
                       kblock=kb[stat])
         decided = np.full(act.size, -1, np.int64)
-        if self.policy.skip:
-            decided = tb.emit("skip_test", act, slot, br, vec, deps=(run,), kblock=kb)
+        if skipping:
+            work = br + (br * t.block_k if self.policy.skip == "row" else 0)
+            decided = tb.emit("skip_test", act, slot, work, vec, deps=(run,), kblock=kb)
         running = np.full(act.size, -1, np.int64)
         running[stat] = run
         return {**ops, "running": running, "decided": decided}
 
     # ---- the softmax and PV update on kept tiles --------------------------------------
-    def _update(self, rows, kb, slot, special, scores, m_old, m_new, ops) -> None:
+    def _update(self, rows, kb, slot, rescales, scores, m_old, m_new, ops) -> None:
         if rows.size == 0:
             return
+        vt, flows = self.vt, self.counts.flows
         with np.errstate(invalid="ignore", over="ignore"):
-            m_use = np.where(np.isneginf(m_new), self.vt.type(0), m_new)
-            alpha = np.exp(np.where(np.isneginf(m_old), -np.inf, m_old - m_use)).astype(self.vt)
-            p = np.exp(scores - m_use[:, :, None]).astype(self.vt)
-        self.l[rows] = alpha * self.l[rows] + p.sum(axis=2, dtype=self.vt)
+            m_use = np.where(np.isneginf(m_new), vt.type(0), m_new)
+            alpha = np.exp(np.where(np.isneginf(m_old), -np.inf, m_old - m_use)).astype(vt)
+            p = np.exp(scores - m_use[:, :, None]).astype(vt)
+            l_new = alpha * self.l[rows] + p.sum(axis=2, dtype=vt)
         p_mm = self.prec.to_matmul(p)
-        pv = np.matmul(p_mm, self.vb[self.kv_head[rows], kb]).astype(self.vt)
-        self.o[rows] = alpha[:, :, None] * self.o[rows] + pv
-        self.m[rows] = m_new
-        self._emit_update(rows, kb, slot, special, ops)
+        pv = np.matmul(p_mm, self.vb[self.kv_head[rows], kb]).astype(vt)
+        with np.errstate(over="ignore", invalid="ignore"):
+            o_new = alpha[:, :, None] * self.o[rows] + pv
+        flows["exp_underflow"] += int(np.sum((p == 0) & np.isfinite(scores)))
+        flows["cast_p_underflow"] += int(np.sum((p_mm == 0) & (p != 0)))
+        flows["exp_overflow"] += int(np.sum(np.isinf(p)))
+        flows["l_overflow"] += int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows])))
+        flows["o_overflow"] += int(np.sum(np.isinf(o_new) & np.isfinite(self.o[rows])))
+        self.l[rows], self.o[rows], self.m[rows] = l_new, o_new, m_new
+        self._emit_update(rows, kb, slot, rescales, ops)
 
-    def _emit_update(self, rows, kb, slot, special, ops) -> None:
+    def _emit_update(self, rows, kb, slot, rescales, ops) -> None:
         t, tb, prec = self.t, self.tb, self.prec
         running, decided, score = ops["running"], ops["decided"], ops["score"]
         br, bc, d, vec = t.block_q, t.block_k, t.head_dim, prec.vector
-        sp = np.flatnonzero(special)
+        sp = np.flatnonzero(rescales)
         factor = np.full(rows.size, -1, np.int64)
         factor[sp] = tb.emit("rescale_factor", rows[sp], slot, br, vec, deps=(running[sp],), kblock=kb[sp])
-        m_src = np.where(special, running, self.writer["m"][rows])
+        m_src = np.where(running >= 0, running, self.writer["m"][rows])
         sub = tb.emit("sub", rows, slot, br * bc, vec, deps=(score, m_src, decided), kblock=kb)
         ex = tb.emit("exp", rows, slot, br * bc, vec, deps=(sub,), kblock=kb)
         rs = tb.emit("rowsum", rows, slot, br * bc, vec, deps=(ex,), kblock=kb)
@@ -246,14 +275,18 @@ class _Loop:
                        deps=(self.writer["o"], self.writer["l"]))
         tb.emit("store_o", rows, last, t.block_q * t.head_dim * self.prec.bytes_per("vector"),
                 self.prec.vector, deps=(norm,))
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             out = (self.o / self.l[:, :, None]).astype(self.vt)
         tb.meta["algo"] = algo
+        c = self.counts
+        counts = {"visited_tiles": c.visited_tiles, "skipped_tiles": c.skipped_tiles,
+                  "rescaled_tiles": c.rescaled_tiles, "row_tiles": c.row_tiles,
+                  "skipped_row_tiles": c.skipped_row_tiles, **c.flows}
         return EngineResult(
             out=_unblock(out, t.heads, t.seq_len),
             used_max=_unblock(self.m[:, :, None], t.heads, t.seq_len)[..., 0],
             true_max=_unblock(self.true_max[:, :, None], t.heads, t.seq_len)[..., 0],
-            visited_tiles=self.visited, skipped_tiles=self.skipped, trace=tb.build())
+            block_max=self.block_max, counts=counts, trace=tb.build())
 
 
 def _blocks(x: np.ndarray, block: int) -> np.ndarray:
@@ -271,8 +304,8 @@ def _unblock(x: np.ndarray, heads: int, seq_len: int) -> np.ndarray:
     return x.reshape(heads, rows // heads * bq, d)[:, :seq_len]
 
 
-def _meta(t: Tiling, policy: Policy, prec: Precision, lam: float) -> dict:
+def _meta(t: Tiling, policy: Policy, prec: Precision, lam: float, decode: bool) -> dict:
     return {"seq_len": t.seq_len, "kv_len": t.kv_len, "head_dim": t.head_dim, "block_q": t.block_q,
             "block_k": t.block_k, "causal": t.causal, "heads": t.heads, "kv_heads": t.kv_heads,
-            "matmul_dtype": prec.matmul, "vector_dtype": prec.vector,
-            "lam": lam if policy.skip else None}
+            "matmul_dtype": prec.matmul, "vector_dtype": prec.vector, "decode": decode,
+            "policy": policy.__dict__.copy(), "lam": lam if policy.skip in ("block", "row") else None}

@@ -47,7 +47,10 @@ def format_run(doc: dict) -> str:
         f"  bit-identical vs fa2 {num['bit_identical_vs_fa2']:.1%}   max ULP {num['max_ulp_vs_fa2']:,}",
         f"  NaN {num['nan_count']}  Inf {num['inf_count']}   rows with frozen max below true "
         f"{num['frozen_max_below_true_rows']:.2%} (largest gap {num['frozen_max_largest_gap']:.3g})",
-        f"  skipped blocks {num['skipped_block_fraction']:.1%}",
+        f"  skipped blocks {num['skipped_block_fraction']:.1%}   skipped rows "
+        f"{num['skipped_row_fraction']:.1%}   rescale skipped {num['rescale_skip_fraction']:.1%}",
+        f"  overflows {num['overflow_count']:,}   underflows {num['underflow_count']:,} "
+        f"({', '.join(f'{k} {v:,}' for k, v in num['flows'].items() if v) or 'none'})",
         f"trace {doc['manifest']['trace_digest'][:16]}  hw {doc['manifest']['hw_digest']}  "
         f"seed {doc['manifest']['seed']}",
     ]
