@@ -118,3 +118,16 @@ def test_bad_lambda_and_unknown_algorithm_are_refused():
         run_engine(q, k, v, t, "vsa", lam=1.0)
     with pytest.raises(VfasimError, match="unknown algorithm .fa9..*fa2, fa4, vfa, vsa"):
         run_engine(q, k, v, t, "fa9")
+
+
+def test_fast_float16_rounding_is_the_numpy_cast_bit_for_bit():
+    from vfasim.functional.precision import round_float16
+
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal(200_000).astype(np.float32) * np.exp2(rng.integers(-40, 18, 200_000))
+    edges = np.array([0.0, -0.0, 2**-25, 3 * 2**-25, 1.5 * 2**-24, 2**-14, 2**-14 * (1 - 2**-11), 65504,
+                      65519.99, 65520, 1e-45, -2**-25, np.inf, -np.inf, np.nan], np.float32)
+    x = np.concatenate([values.astype(np.float32), edges])
+    with np.errstate(over="ignore"):
+        expected = x.astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(round_float16(x).view(np.uint32), expected.view(np.uint32))

@@ -127,9 +127,9 @@ class _Loop:
         reprs = summarize_keys(self.kb, t.kv_len, pol.key_summary)[self.kv_head]  # [rows, Tc, d]
         q = self.qb if pol.q_summary is None else summarize_queries(self.qb, pol.q_summary)
         proxy = np.matmul(self.prec.to_matmul(q), self.prec.to_matmul(reprs).transpose(0, 2, 1))
-        proxy = proxy.astype(self.vt) * self.scale
+        proxy = proxy.astype(self.vt, copy=False) * self.scale
         hidden = np.arange(t.n_kblocks)[None, None, :] >= t.n_visible[self.qblock][:, None, None]
-        m = np.where(hidden, -np.inf, proxy).max(axis=2).astype(self.vt)
+        m = np.where(hidden, -np.inf, proxy).max(axis=2).astype(self.vt, copy=False)
         return np.broadcast_to(m, (t.n_rows, t.block_q)).copy()
 
     # ---- one step of the key-block loop ------------------------------------------------
@@ -153,7 +153,7 @@ class _Loop:
         ops = self._emit_stats(act, kb, slot, special, ops)
         k = np.flatnonzero(keep)
         if self.policy.skip == "row":
-            scores = np.where(keep_rows[:, :, None], scores, -np.inf).astype(self.vt)
+            scores = np.where(keep_rows[:, :, None], scores, -np.inf).astype(self.vt, copy=False)
         self._update(act[k], kb[k], slot, rescales[k], scores[k], m_old[k], m_new[k],
                      {name: ids[k] for name, ids in ops.items()})
 
@@ -164,7 +164,7 @@ class _Loop:
         qk = tb.emit("qk_matmul", act, slot, t.block_q * t.block_k * t.head_dim, prec.matmul,
                      deps=(load_k, self.load_q[act]), kblock=kb)
         raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
-        scores = raw.astype(self.vt) * self.scale
+        scores = raw.astype(self.vt, copy=False) * self.scale
         score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(qk,), kblock=kb)
         needs = t.tile_needs_mask(self.qblock[act], kb)
         if needs.any():
@@ -229,11 +229,11 @@ class _Loop:
         vt, flows = self.vt, self.counts.flows
         with np.errstate(invalid="ignore", over="ignore"):
             m_use = np.where(np.isneginf(m_new), vt.type(0), m_new)
-            alpha = np.exp(np.where(np.isneginf(m_old), -np.inf, m_old - m_use)).astype(vt)
-            p = np.exp(scores - m_use[:, :, None]).astype(vt)
+            alpha = np.exp(np.where(np.isneginf(m_old), -np.inf, m_old - m_use)).astype(vt, copy=False)
+            p = np.exp(scores - m_use[:, :, None]).astype(vt, copy=False)
             l_new = alpha * self.l[rows] + p.sum(axis=2, dtype=vt)
         p_mm = self.prec.to_matmul(p)
-        pv = np.matmul(p_mm, self.vb[self.kv_head[rows], kb]).astype(vt)
+        pv = np.matmul(p_mm, self.vb[self.kv_head[rows], kb]).astype(vt, copy=False)
         with np.errstate(over="ignore", invalid="ignore"):
             o_new = alpha[:, :, None] * self.o[rows] + pv
         flows["exp_underflow"] += int(np.sum((p == 0) & np.isfinite(scores)))
@@ -276,7 +276,7 @@ class _Loop:
         tb.emit("store_o", rows, last, t.block_q * t.head_dim * self.prec.bytes_per("vector"),
                 self.prec.vector, deps=(norm,))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            out = (self.o / self.l[:, :, None]).astype(self.vt)
+            out = (self.o / self.l[:, :, None]).astype(self.vt, copy=False)
         tb.meta["algo"] = algo
         c = self.counts
         counts = {"visited_tiles": c.visited_tiles, "skipped_tiles": c.skipped_tiles,

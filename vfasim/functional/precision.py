@@ -51,7 +51,32 @@ class Precision:
 
     def to_matmul(self, x: np.ndarray) -> np.ndarray:
         """Round to the matmul input format; return float32 holding those values."""
+        if self.matmul == "float32":
+            return x.astype(np.float32, copy=False)
+        if self.matmul == "float16":
+            return round_float16(x)
         return x.astype(NUMPY_DTYPES[self.matmul]).astype(np.float32)
 
     def bytes_per(self, which: str) -> int:
         return NUMPY_DTYPES[getattr(self, which)].itemsize
+
+
+FP16_MIN_NORMAL = np.float32(2.0**-14)
+FP16_SUBNORMAL_STEP = 2.0**-24
+
+
+def round_float16(x: np.ndarray) -> np.ndarray:
+    """float32 holding NumPy's float32 -> float16 cast of ``x``, bit for bit.
+
+    NumPy converts results below fp16's normal range on a slow path (~60 ns an
+    element, and attention's P is mostly such values), so those are rounded with
+    the exact identity rint(x · 2^24) · 2^-24: scaling by a power of two is exact,
+    and rint rounds half to even onto fp16's subnormal grid, as the cast does.
+    The tests compare this with the plain cast on edge values and random data.
+    """
+    x = x.astype(np.float32, copy=False)
+    small = np.abs(x) < FP16_MIN_NORMAL
+    with np.errstate(over="ignore"):
+        normal = np.where(small, np.float32(0), x).astype(np.float16).astype(np.float32)
+    subnormal = np.rint(x * np.float32(1 / FP16_SUBNORMAL_STEP)) * np.float32(FP16_SUBNORMAL_STEP)
+    return np.where(small, subnormal, normal)
