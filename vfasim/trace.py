@@ -87,6 +87,10 @@ class Trace:
         counts = np.bincount(self.kind, minlength=len(KIND_NAMES))
         return {KIND_NAMES[i]: int(c) for i, c in enumerate(counts) if c}
 
+    @staticmethod
+    def kind_code(name: str) -> int:
+        return KIND_CODE[name]
+
     def deps_of(self, i: int) -> np.ndarray:
         return self.dep_idx[self.dep_ptr[i] : self.dep_ptr[i + 1]]
 
