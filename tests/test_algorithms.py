@@ -81,6 +81,7 @@ def test_calibration_averages_the_kth_largest_off_diagonal_max():
     bm = np.array([[5.0, 1.0, 3.0, 9.0], [2.0, 8.0, -np.inf, -np.inf]])
     np.testing.assert_array_equal(calibrate_bsfa([bm], np.array([3, 1]), topk=2), [3.0, -np.inf])
     np.testing.assert_array_equal(calibrate_bsfa([bm, bm + 1], np.array([3, 1]), topk=1), [5.5, -np.inf])
+    np.testing.assert_array_equal(calibrate_bsfa([bm], np.array([3, 1]), topk=9), [-np.inf, -np.inf])
 
 
 @pytest.mark.parametrize("options", [{"minit": False}, {"reorder": False}, {"key_summary": "mean"},

@@ -233,8 +233,8 @@ class _Loop:
             p = np.exp(scores - m_use[:, :, None]).astype(vt, copy=False)
             l_new = alpha * self.l[rows] + p.sum(axis=2, dtype=vt)
         p_mm = self.prec.to_matmul(p)
-        pv = np.matmul(p_mm, self.vb[self.kv_head[rows], kb]).astype(vt, copy=False)
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
+            pv = np.matmul(p_mm, self.vb[self.kv_head[rows], kb]).astype(vt, copy=False)
             o_new = alpha[:, :, None] * self.o[rows] + pv
         flows["exp_underflow"] += int(np.sum((p == 0) & np.isfinite(scores)))
         flows["cast_p_underflow"] += int(np.sum((p_mm == 0) & (p != 0)))

@@ -135,8 +135,8 @@ def calibrate_bsfa(block_max: list[np.ndarray], local: np.ndarray, topk: int) ->
     for bm in block_max:
         off = bm.copy()
         off[np.arange(off.shape[0]), local] = -np.inf
-        ranked = -np.sort(-off, axis=1)
-        kth = ranked[:, topk - 1] if topk > 0 else np.full(off.shape[0], np.inf)
-        enough = np.isfinite(ranked[:, topk]) if topk < ranked.shape[1] else np.zeros(off.shape[0], bool)
+        ranked = np.concatenate([-np.sort(-off, axis=1), np.full((off.shape[0], 1), -np.inf)], axis=1)
+        kth = ranked[:, topk - 1] if 0 < topk < ranked.shape[1] else np.full(off.shape[0], np.inf)
+        enough = np.isfinite(ranked[:, min(topk, ranked.shape[1] - 1)])  # more than k candidates
         per_run.append(np.where(enough, kth, -np.inf))
     return np.mean(per_run, axis=0)

@@ -1,0 +1,242 @@
+"""Bit-exact quantisation of matmul inputs to 16/8/4-bit formats, with optional scaling.
+
+Complements ``precision.Precision`` (which rounds to float32/float16/bfloat16 with no
+scale) with the scaled low-precision inputs of the VFA paper's C16/C8/C4 configs.
+Every cast is an ``.astype`` through ml_dtypes / NumPy (round to nearest, ties to
+even); scale arithmetic is float32; nothing is rounded by hand.
+
+Scalings:
+- ``none``: ``x.astype(format)``, exactly ml_dtypes' cast. Out-of-range values become
+  inf (float16, bfloat16, float8_e5m2), NaN (float8_e4m3fn has no inf) or ±6
+  (float4_e2m1fn has neither; ml_dtypes saturates). Non-finite inputs go through the
+  same cast and are not counted.
+- ``per_tensor`` / ``per_block``: codes = saturating cast of x / scale (clip to
+  ±max_finite, then cast), as MX and NVFP4 hardware converts.
+  * scale_dtype ``float32``: scale = amax / max_finite (1 where amax is 0).
+  * scale_dtype ``e8m0``: the OCP MX v1.0 rule (spec §6.3), shared_exp =
+    floor(log2(amax)) - emax_elem, scale = 2**shared_exp, clamped to E8M0's range
+    [2**-127, 2**127] (as the microxcaling reference does). floor() rounds the scale
+    *down*: x / scale reaches up to just under 2**(emax_elem + 1) (8 for e2m1, whose
+    max is 6), so a block's largest elements may saturate; the spec accepts that
+    for one more bit of resolution on everything else.
+  * scale_dtype ``float8_e4m3`` (NVFP4): two levels, an fp32 tensor scale
+    s_t = amax / (448 * max_finite) and e4m3 block scales round_e4m3(block_amax /
+    max_finite / s_t); the effective scale is s_t * e4m3 scale, rounded to float32.
+
+Counts:
+- overflow: finite elements whose round-to-nearest-even value lies beyond max_finite,
+  i.e. those an unbounded-exponent cast would send past ±max. They became inf/NaN
+  ('none') or were saturated to ±max (scaled, and float4_e2m1fn's 'none' cast).
+  Values in (max, threshold) round to max anyway and are not counted.
+- underflow: nonzero inputs whose code is zero.
+
+Assumptions:
+- Inputs are taken as float32 (float64 is rounded to float32 first); NaN is refused,
+  and so is inf when a scale has to be computed.
+- per_block pads the last partial block logically with zeros (it does not change the
+  block's amax); callers that need whole blocks use ``check_block_divides``.
+- An NVFP4 block scale that underflows e4m3 to 0 makes its block all zeros (counted as
+  underflow); hardware could differ in how it handles a zero scale.
+- Dequantised values are codes * effective scale in float32: for NVFP4 the product
+  s_t * e4m3 scale is rounded once to float32, where hardware may apply s_t after the
+  matmul instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from vfasim.errors import VfasimError
+
+FORMATS: dict[str, np.dtype] = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "float4_e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
+}
+VECTOR_FORMATS: dict[str, np.dtype] = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+}
+SCALE_DTYPES: dict[str, np.dtype] = {
+    "float32": np.dtype(np.float32),
+    "e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
+}
+SCALING_KINDS = ("none", "per_tensor", "per_block")
+E8M0_EXP_RANGE = (-127, 127)  # 0xFF is NaN, so 2**-127 .. 2**127
+
+
+@dataclass(frozen=True)
+class Scaling:
+    kind: str  # "none" | "per_tensor" | "per_block"
+    block: int = 32  # elements per scale block along the contraction axis (per_block only)
+    scale_dtype: str = "float32"  # "float32" | "e8m0" | "float8_e4m3"
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCALING_KINDS:
+            raise VfasimError(f"Scaling.kind {self.kind!r} is unknown (known: {', '.join(SCALING_KINDS)})")
+        if isinstance(self.block, bool) or not isinstance(self.block, int) or self.block < 1:
+            raise VfasimError(f"Scaling.block must be an integer >= 1, got {self.block!r}")
+        if self.scale_dtype not in SCALE_DTYPES:
+            raise VfasimError(f"Scaling.scale_dtype {self.scale_dtype!r} is unknown "
+                              f"(known: {', '.join(SCALE_DTYPES)})")
+
+
+MXFP4 = Scaling("per_block", 32, "e8m0")  # OCP MX v1.0: 32-element blocks, E8M0 shared scale
+NVFP4 = Scaling("per_block", 16, "float8_e4m3")  # NVIDIA NVFP4: 16-element blocks, E4M3 scale + fp32 tensor scale
+
+
+@dataclass(frozen=True)
+class QuantResult:
+    values: np.ndarray  # float32 dequantised values (codes * scale): what the matmul consumes
+    codes: np.ndarray  # raw low-precision array (ml_dtypes dtype), same shape as x
+    scales: np.ndarray  # float32 effective scales; per_block: x.shape with axis -> n_blocks; else all-ones shape
+    overflow: int  # finite elements pushed past ±max_finite (became inf/NaN, or saturated)
+    underflow: int  # nonzero inputs that became zero
+
+
+def format_dtype(dtype: str) -> np.dtype:
+    if dtype not in FORMATS:
+        raise VfasimError(f"quantisation format {dtype!r} is unknown (known: {', '.join(FORMATS)})")
+    return FORMATS[dtype]
+
+
+def max_finite(dtype: str) -> float:
+    """Largest finite value of a matmul input format (448 for float8_e4m3, 6 for float4_e2m1)."""
+    return float(ml_dtypes.finfo(format_dtype(dtype)).max)
+
+
+def emax(dtype: str) -> int:
+    """Exponent of the format's largest normal number (the MX spec's emax_elem)."""
+    return int(np.frexp(max_finite(dtype))[1]) - 1
+
+
+def to_float32(codes: np.ndarray) -> np.ndarray:
+    return codes.astype(np.float32)
+
+
+def check_block_divides(length: int, block: int, name: str) -> None:
+    if length % block:
+        raise VfasimError(f"block scale size {block} does not divide {name} {length}")
+
+
+def cast_vector(x: np.ndarray, dtype: str) -> tuple[np.ndarray, int, int]:
+    """Round to a vector format by plain astype: (rounded, finite->inf count, nonzero->0 count)."""
+    if dtype not in VECTOR_FORMATS:
+        raise VfasimError(f"vector format {dtype!r} is unknown (known: {', '.join(VECTOR_FORMATS)})")
+    x = np.asarray(x)
+    with np.errstate(over="ignore"):
+        rounded = x.astype(VECTOR_FORMATS[dtype])
+    overflow = int(np.count_nonzero(np.isfinite(x) & np.isinf(rounded)))
+    underflow = int(np.count_nonzero((x != 0) & (rounded == 0)))
+    return rounded, overflow, underflow
+
+
+def overflow_mask(y: np.ndarray, dtype: str) -> np.ndarray:
+    """Finite elements that round (to nearest even, unbounded exponent) beyond ±max_finite.
+
+    The threshold is max + half an ulp of the top binade; a tie there goes up
+    only when max's significand is odd (all IEEE formats and e2m1; not e4m3fn,
+    whose max 1.110b·2^8 is even because 1.111b·2^8 encodes NaN).
+    """
+    top, ulp = max_finite(dtype), 2.0 ** (emax(dtype) - ml_dtypes.finfo(FORMATS[dtype]).nmant)
+    threshold, tie_up = top + ulp / 2, round(top / ulp) % 2 == 1
+    mag = np.abs(y.astype(np.float64))
+    beyond = (mag >= threshold) if tie_up else (mag > threshold)
+    return beyond & np.isfinite(mag)
+
+
+def quantize(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1) -> QuantResult:
+    """Quantise ``x`` to ``dtype`` with ``scaling`` (blocks along ``axis``); see the module doc."""
+    fmt = format_dtype(dtype)
+    x = _checked_input(x, scaling)
+    if scaling.kind == "none":
+        scales = np.ones((1,) * x.ndim, np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            codes = x.astype(fmt)
+        return _result(codes, scales, scales, overflow_mask(x, dtype), x)
+    if scaling.kind == "per_tensor":
+        amax = np.max(np.abs(x), initial=np.float32(0)).reshape((1,) * x.ndim)
+        scales = _scale_from_amax(amax, amax.max(), dtype, scaling.scale_dtype)
+        return _scaled(x, dtype, scales, scales)
+    return _quantize_blocks(x, dtype, scaling, _norm_axis(axis, x.ndim))
+
+
+def _checked_input(x: np.ndarray, scaling: Scaling) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if np.isnan(x).any():
+        raise VfasimError("quantize input contains NaN")
+    if scaling.kind != "none" and np.isinf(x).any():
+        raise VfasimError(f"quantize input contains inf: no {scaling.kind} scale can be computed")
+    return x
+
+
+def _norm_axis(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise VfasimError(f"quantize axis {axis} is out of range for an array of {ndim} dimensions")
+    return axis % ndim
+
+
+def _quantize_blocks(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> QuantResult:
+    xl = np.moveaxis(x, axis, -1)
+    n, block = xl.shape[-1], scaling.block
+    n_blocks = -(-n // block)
+    padded = np.zeros(xl.shape[:-1] + (n_blocks * block,), np.float32)
+    padded[..., :n] = np.abs(xl)
+    block_amax = padded.reshape(xl.shape[:-1] + (n_blocks, block)).max(axis=-1)
+    tensor_amax = np.max(block_amax, initial=np.float32(0))
+    scales = _scale_from_amax(block_amax, tensor_amax, dtype, scaling.scale_dtype)
+    full = np.moveaxis(np.repeat(scales, block, axis=-1)[..., :n], -1, axis)
+    return _scaled(x, dtype, np.moveaxis(scales, -1, axis), full)
+
+
+def _scale_from_amax(amax: np.ndarray, tensor_amax: np.float32, dtype: str, scale_dtype: str) -> np.ndarray:
+    """Effective float32 scale for each amax (1 where amax is 0)."""
+    top = np.float32(max_finite(dtype))
+    if scale_dtype == "e8m0":
+        scale = _e8m0_scale(amax, dtype)
+    elif scale_dtype == "float8_e4m3":
+        scale = _two_level_scale(amax, tensor_amax, dtype)
+    else:
+        scale = amax / top
+    return np.where(amax == 0, np.float32(1), scale).astype(np.float32)
+
+
+def _e8m0_scale(amax: np.ndarray, dtype: str) -> np.ndarray:
+    """OCP MX v1.0 §6.3: 2**(floor(log2(amax)) - emax_elem), clamped to E8M0's range."""
+    floor_log2 = np.frexp(amax)[1].astype(np.int32) - 1  # exact, subnormals included
+    shared_exp = np.clip(floor_log2 - emax(dtype), *E8M0_EXP_RANGE)
+    scale = np.ldexp(np.float32(1), shared_exp).astype(np.float32)
+    return scale.astype(SCALE_DTYPES["e8m0"]).astype(np.float32)
+
+
+def _two_level_scale(amax: np.ndarray, tensor_amax: np.float32, dtype: str) -> np.ndarray:
+    """NVFP4: s_t * round_e4m3(amax / max / s_t), s_t = tensor_amax / (448 * max) in float32."""
+    top, e4m3_max = np.float32(max_finite(dtype)), np.float32(448)
+    if float(e4m3_max) * float(top) > float(np.finfo(np.float32).max):
+        raise VfasimError(f"float8_e4m3 scales need 448 * max_finite({dtype}) within float32, "
+                          f"which {dtype} exceeds")
+    s_t = np.float32(tensor_amax) / (e4m3_max * top) if tensor_amax > 0 else np.float32(1)
+    block_scale = np.clip(amax / top / s_t, 0, e4m3_max).astype(SCALE_DTYPES["float8_e4m3"])
+    return (s_t * block_scale.astype(np.float32)).astype(np.float32)
+
+
+def _scaled(x: np.ndarray, dtype: str, scales: np.ndarray, full_scales: np.ndarray) -> QuantResult:
+    """Saturating cast of x / scale; a zero scale (e4m3 underflow) gives zeros."""
+    y = np.divide(x, full_scales, out=np.zeros_like(x), where=full_scales != 0)
+    top = np.float32(max_finite(dtype))
+    codes = np.clip(y, -top, top).astype(FORMATS[dtype])
+    return _result(codes, scales, full_scales, overflow_mask(y, dtype), x)
+
+
+def _result(codes: np.ndarray, scales: np.ndarray, full_scales: np.ndarray,
+            overflow: np.ndarray, x: np.ndarray) -> QuantResult:
+    with np.errstate(invalid="ignore"):
+        values = np.asarray(to_float32(codes) * full_scales)
+    underflow = int(np.count_nonzero((x != 0) & (to_float32(codes) == 0)))
+    return QuantResult(values, codes, scales, int(np.count_nonzero(overflow)), underflow)
