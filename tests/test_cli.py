@@ -120,12 +120,20 @@ def test_fa2_has_larger_vector_share_than_vfa(capsys: pytest.CaptureFixture[str]
 
 
 def test_fa2_numerics_match_itself(capsys: pytest.CaptureFixture[str]) -> None:
-    num = run_json(capsys, "--algo", "fa2")["numerics"]
+    num = run_json(capsys, "--algo", "fa2", "--hw", "C16V32")["numerics"]
     assert num["bit_identical_vs_fa2"] == 1.0 and num["max_ulp_vs_fa2"] == 0
     assert num["frozen_max_below_true_rows"] == 0
     assert num["skipped_block_fraction"] == 0
     assert (num["nan_count"], num["inf_count"]) == (0, 0)
     assert num["rel_err_vs_fp64"] < 1e-2  # fp16 inputs, fp32 accumulation
+    assert (num["matmul_dtype"], num["vector_dtype"]) == ("float16", "float32")
+
+
+def test_numerics_follow_the_config_formats(capsys: pytest.CaptureFixture[str]) -> None:
+    c16 = run_json(capsys, "--algo", "fa2", "--hw", "C16V32")["numerics"]
+    c4 = run_json(capsys, "--algo", "fa2", "--hw", "C4V16")["numerics"]
+    assert (c4["matmul_dtype"], c4["vector_dtype"]) == ("float4_e2m1", "float16")
+    assert c4["rel_err_vs_fp64"] > 10 * c16["rel_err_vs_fp64"]  # MXFP4 inputs lose far more than fp16
 
 
 def test_vsa_skips_more_with_a_larger_lam(capsys: pytest.CaptureFixture[str]) -> None:
@@ -219,10 +227,16 @@ def test_run_on_saved_qkv(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     q, k, v = (rng.standard_normal((2, 96, 16)).astype(np.float32) for _ in range(3))
     path = tmp_path / "saved_qkv.npz"
     np.savez(path, q=q, k=k, v=v)
-    doc = run_json(capsys, "--qkv", str(path), "--algo", "fa2", "--workload", "random")
+    doc = run_json(capsys, "--qkv", str(path), "--algo", "fa2", "--workload", "random", "--hw", "C16V32")
     assert "saved_qkv.npz" in doc["workload"]
     assert (doc["shape"]["seq_len"], doc["shape"]["head_dim"], doc["shape"]["heads"]) == (96, 16, 2)
     assert doc["numerics"]["nan_count"] == 0 and doc["numerics"]["rel_err_vs_fp64"] < 1e-2
+
+
+def test_scale_blocks_that_do_not_tile_head_dim_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = cli(capsys, "run", "--hw", "C4V16", "--seq-len", "64", "--head-dim", "48")
+    assert (status, out) == (2, "")
+    assert err == "error: block scale size 32 does not divide head_dim 48\n"
 
 
 # ---------------------------------------------------------------- bad input

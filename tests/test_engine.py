@@ -131,3 +131,36 @@ def test_fast_float16_rounding_is_the_numpy_cast_bit_for_bit():
     with np.errstate(over="ignore"):
         expected = x.astype(np.float16).astype(np.float32)
     np.testing.assert_array_equal(round_float16(x).view(np.uint32), expected.view(np.uint32))
+
+
+def plain_fa2(q, k, v, block: int) -> np.ndarray:
+    """FlashAttention-2 written the obvious way: fp16 inputs, fp32 accumulation and vector math."""
+    q16, k16, v16 = (x.astype(np.float16).astype(np.float32) for x in (q, k, v))
+    n, d = q.shape
+    scale = np.float32(1 / np.sqrt(d))
+    out = np.zeros((n, d), np.float32)
+    for i in range(0, n, block):
+        qi = q16[i:i + block]
+        m = np.full(qi.shape[0], -np.inf, np.float32)
+        l = np.zeros(qi.shape[0], np.float32)
+        o = np.zeros((qi.shape[0], d), np.float32)
+        for j in range(0, i + block, block):
+            s = (qi @ k16[j:j + block].T) * scale
+            s = np.where(np.arange(j, j + s.shape[1])[None, :] > np.arange(i, i + qi.shape[0])[:, None], -np.inf, s)
+            m_new = np.maximum(m, s.max(axis=1))
+            alpha = np.exp(m - m_new)
+            p = np.exp(s - m_new[:, None])
+            l = alpha * l + p.sum(axis=1, dtype=np.float32)
+            o = alpha[:, None] * o + p.astype(np.float16).astype(np.float32) @ v16[j:j + block]
+            m = m_new
+        out[i:i + block] = o / l[:, None]
+    return out
+
+
+def test_c16v32_engine_is_a_plain_numpy_fa2_bit_for_bit():
+    q, k, v = rng_qkv(256, 32)
+    from vfasim.api import engine_precision
+    from vfasim.hw import load_hw
+
+    res = run_engine(q, k, v, Tiling(256, 256, 32, 64, 64, True), "fa2", engine_precision(load_hw("C16V32")))
+    np.testing.assert_array_equal(res.out[0].view(np.uint32), plain_fa2(q[0], k[0], v[0], 64).view(np.uint32))

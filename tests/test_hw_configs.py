@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from vfasim.errors import VfasimError
-from vfasim.hw import builtin_names, load_hw
+from pydantic import ValidationError
+
+from vfasim.hw import HardwareConfig, builtin_names, load_hw
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "hw_configs"
 PAPER_SIX = ["C16V32", "C8V32", "C4V32", "C8V16", "C4V16", "C4V16-2xexp"]
@@ -78,10 +80,23 @@ def test_bad_configs_fail_loudly_naming_the_field(tmp_path, text, match):
         load_hw(path)
 
 
-def test_a_rate_missing_for_the_configured_dtype_is_refused(tmp_path):
+def test_a_rate_missing_for_the_configured_dtype_is_refused():
+    doc = load_hw("C8V16").model_dump()
+    doc["pipelines"]["vector"]["throughput"] = {"float32": 128}
+    with pytest.raises(ValidationError, match=r"pipelines\.vector\.throughput has no rate for float16"):
+        HardwareConfig.model_validate(doc)
+
+
+@pytest.mark.parametrize("precision,match", [
+    ("  matmul: float4_e2m1\n", "float4_e2m1 inputs need a scale rule"),
+    ("  scaling:\n    q: per_block\n", "block_scale is required"),
+    ("  vector: bfloat16\n", "precision.vector: Input should be 'float32' or 'float16'"),
+    ("  scaling:\n    o: none\n", r"precision\.scaling\.o: unknown field"),
+])
+def test_impossible_precisions_are_refused(tmp_path, precision, match):
     path = tmp_path / "bad.yaml"
-    path.write_text("base: C16V32\nname: x\nprecision:\n  vector: bfloat16\n")
-    with pytest.raises(VfasimError, match=r"pipelines\.vector\.throughput has no rate for bfloat16"):
+    path.write_text("base: C16V32\nname: x\nprecision:\n" + precision)
+    with pytest.raises(VfasimError, match=match):
         load_hw(path)
 
 

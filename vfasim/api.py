@@ -106,12 +106,10 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
 
 
 def engine_precision(config: HardwareConfig) -> Precision:
-    """The formats the functional engine computes in for ``config``.
-
-    For now every config runs fp16 matmul inputs with fp32 accumulation and fp32
-    vector math; the timing model already prices the config's own formats.
-    """
-    return Precision(matmul="float16", vector="float32")
+    """The formats the functional engine computes in: exactly the config's."""
+    spec = config.precision
+    return Precision(matmul=spec.matmul, vector=spec.vector, scaling=spec.scaling.model_dump(),
+                     block_scale=spec.block_scale)
 
 
 def _workload(qkv, name, seq_len, head_dim, heads, kv_heads, seed, decode, queries) -> Workload:

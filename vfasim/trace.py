@@ -42,6 +42,7 @@ OP_KINDS: dict[str, tuple[str, str]] = {
     "exp": ("exp", "elements"),
     "rowsum": ("vector", "elements"),
     "accumulate_l": ("vector", "elements"),  # l = alpha*l + rowsum (MAD) or l + rowsum
+    "quant_p": ("vector", "elements"),  # block absmax and scale of P, for scaled P formats
     "cast_p": ("vector", "elements"),
     "load_v": ("memory", "bytes"),
     "pv_matmul": ("tensor", "macs"),

@@ -47,7 +47,8 @@ class _Counts:
     row_tiles: int = 0
     skipped_row_tiles: int = 0
     flows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("exp_underflow", "cast_p_underflow", "exp_overflow", "l_overflow", "o_overflow"), 0))
+        ("score_overflow", "exp_underflow", "exp_overflow", "cast_p_underflow", "cast_p_overflow",
+         "l_overflow", "o_overflow"), 0))
 
 
 def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str | Policy,
@@ -82,9 +83,11 @@ class _Loop:
         self.vt = vt = prec.vector_np
         self.scale = vt.type(1.0 / np.sqrt(tiling.head_dim))
         bq, d = tiling.block_q, tiling.head_dim
-        self.qb = _blocks(prec.to_matmul(q), bq).reshape(-1, bq, d)  # rows = (head, qblock)
-        self.kb = _blocks(prec.to_matmul(k), tiling.block_k)  # [Hkv, Tc, Bc, d]
-        self.vb = _blocks(prec.to_matmul(v), tiling.block_k)
+        prec.check_shapes(d, tiling.block_k)
+        self.counts = _Counts()
+        self.qb = self._quantized(_blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
+        self.kb = self._quantized(_blocks(k, tiling.block_k), "k", -1)  # [Hkv, Tc, Bc, d]
+        self.vb = self._quantized(_blocks(v, tiling.block_k), "v", -2)  # scale blocks along keys
         n = tiling.n_rows
         rows = np.arange(n)
         self.qblock = rows % tiling.n_qblocks
@@ -96,15 +99,22 @@ class _Loop:
         self.o = np.zeros((n, bq, d), vt)
         self.true_max = np.full((n, bq), -np.inf, vt)
         self.block_max = np.full((n, tiling.n_kblocks), -np.inf, np.float32)
-        self.counts = _Counts()
         self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode))
         self.writer = {name: np.full(n, -1, np.int64) for name in ("m", "l", "o")}
+
+    def _quantized(self, x: np.ndarray, operand: str, axis: int) -> np.ndarray:
+        values, over, under = self.prec.to_matmul(x, operand, axis)
+        self.counts.flows[f"{operand}_overflow"] = over
+        self.counts.flows[f"{operand}_underflow"] = under
+        return values
+
+    def _bytes(self, rows: int, operand: str) -> int:
+        return int(np.ceil(rows * self.t.head_dim * self.prec.bytes_per(operand)))
 
     # ---- prelude: Q loads, key summaries, m-init -------------------------------------
     def prelude(self) -> None:
         t, rows, d = self.t, np.arange(self.t.n_rows), self.t.head_dim
-        self.load_q = self.tb.emit("load_q", rows, 0, t.block_q * d * self.prec.bytes_per("matmul"),
-                                   self.prec.matmul)
+        self.load_q = self.tb.emit("load_q", rows, 0, self._bytes(t.block_q, "q"), self.prec.matmul)
         if self.policy.minit:
             self._emit_minit(rows)
             self.m = self._minit_values()
@@ -126,7 +136,9 @@ class _Loop:
         t, pol = self.t, self.policy
         reprs = summarize_keys(self.kb, t.kv_len, pol.key_summary)[self.kv_head]  # [rows, Tc, d]
         q = self.qb if pol.q_summary is None else summarize_queries(self.qb, pol.q_summary)
-        proxy = np.matmul(self.prec.to_matmul(q), self.prec.to_matmul(reprs).transpose(0, 2, 1))
+        if pol.q_summary is not None:  # a new vector: round it to the matmul format like Q
+            q = self.prec.to_matmul(q, "q")[0]
+        proxy = np.matmul(q, reprs.transpose(0, 2, 1))  # k_repr entries are entries of K
         proxy = proxy.astype(self.vt, copy=False) * self.scale
         hidden = np.arange(t.n_kblocks)[None, None, :] >= t.n_visible[self.qblock][:, None, None]
         m = np.where(hidden, -np.inf, proxy).max(axis=2).astype(self.vt, copy=False)
@@ -159,12 +171,13 @@ class _Loop:
 
     def _scores(self, act: np.ndarray, kb: np.ndarray, slot: int) -> tuple[np.ndarray, dict]:
         t, tb, prec = self.t, self.tb, self.prec
-        load_k = tb.emit("load_k", act, slot, t.block_k * t.head_dim * prec.bytes_per("matmul"),
-                         prec.matmul, kblock=kb)
+        load_k = tb.emit("load_k", act, slot, self._bytes(t.block_k, "k"), prec.matmul, kblock=kb)
         qk = tb.emit("qk_matmul", act, slot, t.block_q * t.block_k * t.head_dim, prec.matmul,
                      deps=(load_k, self.load_q[act]), kblock=kb)
         raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
-        scores = raw.astype(self.vt, copy=False) * self.scale
+        with np.errstate(over="ignore"):
+            scores = raw.astype(self.vt, copy=False) * self.scale
+        self.counts.flows["score_overflow"] += int(np.sum(np.isinf(scores)))
         score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(qk,), kblock=kb)
         needs = t.tile_needs_mask(self.qblock[act], kb)
         if needs.any():
@@ -232,12 +245,13 @@ class _Loop:
             alpha = np.exp(np.where(np.isneginf(m_old), -np.inf, m_old - m_use)).astype(vt, copy=False)
             p = np.exp(scores - m_use[:, :, None]).astype(vt, copy=False)
             l_new = alpha * self.l[rows] + p.sum(axis=2, dtype=vt)
-        p_mm = self.prec.to_matmul(p)
+        p_mm, p_over, p_under = self.prec.to_matmul(p, "p", -1)
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
             pv = np.matmul(p_mm, self.vb[self.kv_head[rows], kb]).astype(vt, copy=False)
             o_new = alpha[:, :, None] * self.o[rows] + pv
         flows["exp_underflow"] += int(np.sum((p == 0) & np.isfinite(scores)))
-        flows["cast_p_underflow"] += int(np.sum((p_mm == 0) & (p != 0)))
+        flows["cast_p_underflow"] += p_under
+        flows["cast_p_overflow"] += p_over
         flows["exp_overflow"] += int(np.sum(np.isinf(p)))
         flows["l_overflow"] += int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows])))
         flows["o_overflow"] += int(np.sum(np.isinf(o_new) & np.isfinite(self.o[rows])))
@@ -256,8 +270,11 @@ class _Loop:
         ex = tb.emit("exp", rows, slot, br * bc, vec, deps=(sub,), kblock=kb)
         rs = tb.emit("rowsum", rows, slot, br * bc, vec, deps=(ex,), kblock=kb)
         acc_l = tb.emit("accumulate_l", rows, slot, br, vec, deps=(rs, factor, self.writer["l"][rows]), kblock=kb)
-        cast = tb.emit("cast_p", rows, slot, br * bc, vec, deps=(ex,), kblock=kb)
-        load_v = tb.emit("load_v", rows, slot, bc * d * prec.bytes_per("matmul"), prec.matmul,
+        p_ready = ex
+        if prec.scaling["p"] != "none":
+            p_ready = tb.emit("quant_p", rows, slot, br * bc, vec, deps=(ex,), kblock=kb)
+        cast = tb.emit("cast_p", rows, slot, br * bc, vec, deps=(p_ready,), kblock=kb)
+        load_v = tb.emit("load_v", rows, slot, self._bytes(bc, "v"), prec.matmul,
                          deps=(ops["load_k"], decided), kblock=kb)
         pv = tb.emit("pv_matmul", rows, slot, br * bc * d, prec.matmul, deps=(cast, load_v), kblock=kb)
         o_src = self.writer["o"][rows].copy()
@@ -273,8 +290,7 @@ class _Loop:
         last = t.n_kblocks + 1
         norm = tb.emit("normalize", rows, last, t.block_q * t.head_dim, self.prec.vector,
                        deps=(self.writer["o"], self.writer["l"]))
-        tb.emit("store_o", rows, last, t.block_q * t.head_dim * self.prec.bytes_per("vector"),
-                self.prec.vector, deps=(norm,))
+        tb.emit("store_o", rows, last, self._bytes(t.block_q, "o"), self.prec.vector, deps=(norm,))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             out = (self.o / self.l[:, :, None]).astype(self.vt, copy=False)
         tb.meta["algo"] = algo

@@ -1,24 +1,31 @@
-"""Number formats of the functional engine: matmul inputs and vector-side arithmetic.
+"""Number formats of the functional engine: matmul inputs (with their scales) and the vector side.
 
-Every cast goes through ml_dtypes / NumPy (round to nearest even); nothing is
-rounded by hand.
+Every cast goes through ml_dtypes / NumPy (round to nearest even); scaled formats
+go through ``quant.quantize``.
 
 Assumptions:
 - Matmul products are exact and accumulated in float32 (BLAS order, not the
-  hardware's adder tree: sums may differ from silicon in the last bits).
+  hardware's adder tree: sums may differ from silicon in the last bits);
+  dequantised inputs (codes × scale) enter the matmul, which equals applying the
+  scales to the fp32 partial sums of each scale block.
 - Vector-side steps run in NumPy's arithmetic of the vector dtype, rounding
-  after every elementwise step.
-- Formats that need scaling (fp8, fp4) are not wired in yet: they are refused.
+  after every elementwise step (float16 ops compute in float32 and round).
+- Scale blocks run along each matmul's contraction axis: head_dim for Q and K,
+  keys for V and P. "per_tensor" means the whole Q/K/V tensor, and one scale per
+  score tile for P (the whole P never exists).
+- Q/K/V arrive already quantised (their producer computed the scales); P's
+  scales are computed in the kernel, as the ``quant_p`` vector op.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
 
 from vfasim.errors import VfasimError
+from vfasim.functional import quant
 
 NUMPY_DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype(np.float32),
@@ -28,37 +35,84 @@ NUMPY_DTYPES: dict[str, np.dtype] = {
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
     "float4_e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
 }
-ENGINE_MATMUL_DTYPES = ("float32", "float16", "bfloat16")
+#: storage bits per element of each matmul format
+BITS: dict[str, int] = {"float32": 32, "float16": 16, "bfloat16": 16, "float8_e4m3": 8, "float8_e5m2": 8,
+                        "float4_e2m1": 4}
 ENGINE_VECTOR_DTYPES = ("float32", "float16")
+OPERANDS = ("q", "k", "v", "p")
+#: named per-block scale rules (quant.Scaling values)
+BLOCK_SCALES: dict[str, quant.Scaling] = {"mxfp4": quant.MXFP4, "nvfp4": quant.NVFP4,
+                                          "mx": quant.Scaling("per_block", 32, "e8m0")}
+NO_SCALING = {"q": "none", "k": "none", "v": "none", "p": "none"}
 
 
 @dataclass(frozen=True)
 class Precision:
     matmul: str = "float16"
     vector: str = "float32"
+    scaling: dict[str, str] = field(default_factory=lambda: dict(NO_SCALING))  # operand -> kind
+    block_scale: str | None = None  # key of BLOCK_SCALES, for per_block operands
 
     def __post_init__(self) -> None:
-        if self.matmul not in ENGINE_MATMUL_DTYPES:
-            raise VfasimError(f"matmul dtype {self.matmul!r} is not supported by the engine "
-                              f"(supported: {', '.join(ENGINE_MATMUL_DTYPES)})")
+        if self.matmul not in BITS:
+            raise VfasimError(f"matmul dtype {self.matmul!r} is not one of {', '.join(BITS)}")
         if self.vector not in ENGINE_VECTOR_DTYPES:
             raise VfasimError(f"vector dtype {self.vector!r} is not supported by the engine "
                               f"(supported: {', '.join(ENGINE_VECTOR_DTYPES)})")
+        _check_scaling(self)
 
     @property
     def vector_np(self) -> np.dtype:
         return NUMPY_DTYPES[self.vector]
 
-    def to_matmul(self, x: np.ndarray) -> np.ndarray:
-        """Round to the matmul input format; return float32 holding those values."""
-        if self.matmul == "float32":
-            return x.astype(np.float32, copy=False)
-        if self.matmul == "float16":
-            return round_float16(x)
-        return x.astype(NUMPY_DTYPES[self.matmul]).astype(np.float32)
+    def rule(self, operand: str) -> quant.Scaling:
+        kind = self.scaling[operand]
+        return BLOCK_SCALES[self.block_scale] if kind == "per_block" else quant.Scaling(kind)
 
-    def bytes_per(self, which: str) -> int:
-        return NUMPY_DTYPES[getattr(self, which)].itemsize
+    def check_shapes(self, head_dim: int, block_k: int) -> None:
+        """Scale blocks must tile the contraction axes: head_dim (Q, K), block_k (V, P)."""
+        for operand, length, name in (("q", head_dim, "head_dim"), ("k", head_dim, "head_dim"),
+                                      ("v", block_k, "block_k"), ("p", block_k, "block_k")):
+            if self.scaling[operand] == "per_block":
+                quant.check_block_divides(length, self.rule(operand).block, name)
+
+    def to_matmul(self, x: np.ndarray, operand: str = "p", axis: int = -1) -> tuple[np.ndarray, int, int]:
+        """(float32 values the matmul consumes, overflow count, underflow count)."""
+        if self.matmul == "float32":
+            return x.astype(np.float32, copy=False), 0, 0
+        if self.scaling[operand] == "none" and self.matmul == "float16":
+            out = round_float16(x)
+            return out, int(np.sum(np.isinf(out) & np.isfinite(x))), int(np.sum((out == 0) & (x != 0)))
+        rule = self.rule(operand)
+        if operand == "p" and rule.kind == "per_tensor":  # one scale per score tile
+            flat = x.reshape(*x.shape[:-2], -1)
+            res = quant.quantize(flat, self.matmul, quant.Scaling("per_block", flat.shape[-1]), axis=-1)
+            return res.values.reshape(x.shape), res.overflow, res.underflow
+        res = quant.quantize(x, self.matmul, rule, axis=axis)
+        return res.values, res.overflow, res.underflow
+
+    def bytes_per(self, operand: str) -> float:
+        """Bytes moved per element of a Q/K/V/O tile, scale bytes included."""
+        if operand == "o":
+            return NUMPY_DTYPES[self.vector].itemsize
+        bits = BITS[self.matmul]
+        if self.scaling[operand] == "per_block":
+            rule = self.rule(operand)
+            bits += quant.SCALE_DTYPES[rule.scale_dtype].itemsize * 8 / rule.block
+        return bits / 8
+
+
+def _check_scaling(p: Precision) -> None:
+    if set(p.scaling) != set(OPERANDS):
+        raise VfasimError(f"precision.scaling must name exactly {', '.join(OPERANDS)}")
+    for operand, kind in p.scaling.items():
+        if kind not in quant.SCALING_KINDS:
+            raise VfasimError(f"precision.scaling.{operand} {kind!r} is not one of {', '.join(quant.SCALING_KINDS)}")
+    if "per_block" in p.scaling.values() and p.block_scale not in BLOCK_SCALES:
+        raise VfasimError(f"precision.block_scale must be one of {', '.join(BLOCK_SCALES)} "
+                          f"when an operand is scaled per block, got {p.block_scale!r}")
+    if p.matmul == "float4_e2m1" and any(p.scaling[o] == "none" for o in OPERANDS):
+        raise VfasimError("float4_e2m1 matmul inputs need a scale rule for q, k, v and p (precision.scaling)")
 
 
 FP16_MIN_NORMAL = np.float32(2.0**-14)

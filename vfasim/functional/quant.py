@@ -88,14 +88,14 @@ class Scaling:
 
 
 MXFP4 = Scaling("per_block", 32, "e8m0")  # OCP MX v1.0: 32-element blocks, E8M0 shared scale
-NVFP4 = Scaling("per_block", 16, "float8_e4m3")  # NVIDIA NVFP4: 16-element blocks, E4M3 scale + fp32 tensor scale
+NVFP4 = Scaling("per_block", 16, "float8_e4m3")  # NVIDIA NVFP4: 16-element blocks, E4M3 + fp32 tensor scale
 
 
 @dataclass(frozen=True)
 class QuantResult:
     values: np.ndarray  # float32 dequantised values (codes * scale): what the matmul consumes
     codes: np.ndarray  # raw low-precision array (ml_dtypes dtype), same shape as x
-    scales: np.ndarray  # float32 effective scales; per_block: x.shape with axis -> n_blocks; else all-ones shape
+    scales: np.ndarray  # float32 effective; per_block: x.shape, axis -> n_blocks; else shape (1,) * x.ndim
     overflow: int  # finite elements pushed past ±max_finite (became inf/NaN, or saturated)
     underflow: int  # nonzero inputs that became zero
 

@@ -50,15 +50,34 @@ class Pipeline(_Strict):
         return self
 
 
+ScaleKind = Literal["none", "per_tensor", "per_block"]
+
+
+class OperandScaling(_Strict):
+    """How each matmul operand is scaled into the matmul format (scale blocks run along K)."""
+
+    q: ScaleKind = "none"
+    k: ScaleKind = "none"
+    v: ScaleKind = "none"
+    p: ScaleKind = "none"
+
+
 class PrecisionSpec(_Strict):
     matmul: str = Field(description="Matmul input format (C16/C8/C4 in the config name)")
-    vector: str = Field(description="Vector-side arithmetic format (V32/V16 in the config name)")
+    vector: Literal["float32", "float16"] = Field(description="Vector-side arithmetic (V32/V16)")
+    scaling: OperandScaling = Field(default_factory=OperandScaling)
+    block_scale: Literal["mxfp4", "nvfp4", "mx"] | None = Field(
+        default=None, description="Per-block scale rule: mxfp4/mx (32 elements, E8M0), nvfp4 (16, E4M3)")
 
     @model_validator(mode="after")
     def _known(self) -> PrecisionSpec:
-        for name in (self.matmul, self.vector):
-            if name not in DTYPES:
-                raise ValueError(f"unknown data type {name!r} (valid: {', '.join(DTYPES)})")
+        if self.matmul not in DTYPES:
+            raise ValueError(f"unknown data type {self.matmul!r} (valid: {', '.join(DTYPES)})")
+        kinds = self.scaling.model_dump()
+        if "per_block" in kinds.values() and self.block_scale is None:
+            raise ValueError("block_scale is required when an operand is scaled per_block")
+        if self.matmul == "float4_e2m1" and "none" in kinds.values():
+            raise ValueError("float4_e2m1 inputs need a scale rule for q, k, v and p (scaling)")
         return self
 
 

@@ -1,0 +1,148 @@
+"""Sensitivity report: which hardware parameter the latency of one trace responds to most.
+
+The SAME trace (work counts, no cycles) is re-simulated on copies of the config
+with one parameter changed at a time; the functional engine is not rerun.
+
+Parameters varied (dotted paths into the config):
+- ``pipelines.<p>.throughput``: every data type's rate of pipeline ``p`` × factor;
+- ``pipelines.<p>.startup_cycles`` and ``.issue_overhead_cycles``: × factor,
+  rounded to the nearest integer (halves up) — a factor on 0 changes nothing,
+  which the ``baseline``/``value`` columns show;
+- ``work_factor.<kind>``: × factor, for kinds in the config's ``work_factor`` and
+  for every vector- or exp-class kind (default 1.0);
+- ``score_buffers``: +1 and −1 (not multiplied; −1 is left out at 1 buffer).
+Only pipelines and op kinds that run ops of the trace are varied (the others
+cannot change the latency). A change *improves* the hardware when it raises a
+throughput or the buffer count, or lowers cycles or work.
+
+Columns: ``rank`` (1 = most sensitive), ``parameter``, ``factor`` (multiplier,
+or the ±1 step for ``score_buffers``), ``baseline`` and ``value`` (scalar
+parameters; NaN for throughput, where the factor applies to every rate),
+``direction`` (improve/degrade), ``latency_cycles``, ``change_pct`` (vs the
+baseline latency, negative = faster). Parameters are ranked by the largest
+absolute change of their *improve* rows; ties by name. ``df.attrs`` holds
+``baseline_cycles`` and ``schedule``.
+
+Assumptions:
+- One parameter at a time (no interactions); first-order, like any one-factor sweep.
+- The timing model is monotone in rates, cycles and work, so a degrading change
+  never lowers the latency; score_buffers changes the static issue order and is
+  not guaranteed monotone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from vfasim.errors import VfasimError
+from vfasim.hw.config import FUSED, HardwareConfig
+from vfasim.sim import simulate
+from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
+
+COLUMNS = ("rank", "parameter", "factor", "baseline", "value", "direction", "latency_cycles", "change_pct")
+CYCLE_FIELDS = ("startup_cycles", "issue_overhead_cycles")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One config parameter: its dotted path, how a factor applies, and its current value."""
+
+    parameter: str
+    rule: str  # "rate", "cycles", "work" or "buffers"
+    baseline: float | dict[str, float]
+
+
+def sensitivity(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined",
+                factors: Sequence[float] = (2.0, 0.5)) -> pd.DataFrame:
+    """Latency of ``trace`` with each parameter of ``hw`` changed in turn, most sensitive first."""
+    if not factors or any(not f > 0 for f in factors):
+        raise VfasimError(f"factors must be positive numbers, got {tuple(factors)}")
+    base = simulate(trace, hw, schedule).total_cycles
+    rows = [_row(trace, hw, schedule, knob, step, base)
+            for knob in knobs(trace, hw) for step in _steps(knob, factors)]
+    frame = _rank(pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "rank"]))
+    frame.attrs.update(baseline_cycles=base, schedule=schedule)
+    return frame
+
+
+def knobs(trace: Trace, hw: HardwareConfig) -> list[Knob]:
+    """The parameters worth varying for this trace (see the module notes)."""
+    used = {KIND_NAMES[k] for k in np.unique(trace.kind)} - {k for k, p in hw.op_map.items() if p == FUSED}
+    out = []
+    for name in dict.fromkeys(hw.op_map[k] for k in sorted(used, key=KIND_NAMES.index)):
+        spec = hw.pipelines[name]
+        out.append(Knob(f"pipelines.{name}.throughput", "rate", dict(spec.throughput)))
+        out += [Knob(f"pipelines.{name}.{f}", "cycles", getattr(spec, f)) for f in CYCLE_FIELDS]
+    varied = [k for k in KIND_NAMES if k in used and (k in hw.work_factor or OP_KINDS[k][0] in ("vector", "exp"))]
+    out += [Knob(f"work_factor.{k}", "work", hw.work_factor.get(k, 1.0)) for k in varied]
+    out.append(Knob("score_buffers", "buffers", hw.score_buffers))
+    return out
+
+
+def modified(hw: HardwareConfig, knob: Knob, step: float) -> HardwareConfig:
+    """A validated copy of ``hw`` with ``knob`` changed by ``step``."""
+    doc = hw.model_dump()
+    *parents, leaf = knob.parameter.split(".")
+    node = doc
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[leaf] = _value(knob, step)
+    return HardwareConfig.model_validate(doc)
+
+
+def _steps(knob: Knob, factors: Sequence[float]) -> list[float]:
+    if knob.rule == "buffers":
+        return [s for s in (1.0, -1.0) if knob.baseline + s >= 1]
+    return [float(f) for f in dict.fromkeys(factors) if f != 1.0]
+
+
+def _value(knob: Knob, step: float) -> float | int | dict[str, float]:
+    if knob.rule == "rate":
+        return {k: v * step for k, v in knob.baseline.items()}
+    if knob.rule == "cycles":
+        return int(math.floor(knob.baseline * step + 0.5))
+    if knob.rule == "buffers":
+        return int(knob.baseline + step)
+    return knob.baseline * step
+
+
+def _improves(knob: Knob, step: float) -> bool:
+    return step > 1 if knob.rule == "rate" else step > 0 if knob.rule == "buffers" else step < 1
+
+
+def _row(trace: Trace, hw: HardwareConfig, schedule: str, knob: Knob, step: float, base: int) -> tuple:
+    latency = simulate(trace, modified(hw, knob, step), schedule).total_cycles
+    scalar = knob.rule != "rate"
+    return (knob.parameter, step, float(knob.baseline) if scalar else math.nan,
+            float(_value(knob, step)) if scalar else math.nan,
+            "improve" if _improves(knob, step) else "degrade", latency,
+            100.0 * (latency - base) / base if base else 0.0)
+
+
+def _rank(frame: pd.DataFrame) -> pd.DataFrame:
+    """Order parameters by their largest improving |change|, rows of a parameter together."""
+    gain = frame["change_pct"].abs().where(frame["direction"] == "improve", 0.0)
+    score = gain.groupby(frame["parameter"]).transform("max")
+    order = frame.assign(_score=score, _degrade=frame["direction"] != "improve").sort_values(
+        ["_score", "parameter", "_degrade", "factor"], ascending=[False, True, True, False], kind="stable")
+    rank = (order["parameter"] != order["parameter"].shift()).cumsum()
+    return order.assign(rank=rank)[list(COLUMNS)].reset_index(drop=True)
+
+
+def format_sensitivity(frame: pd.DataFrame) -> str:
+    """A compact text table of ``sensitivity``'s result."""
+    head = f"baseline {frame.attrs['baseline_cycles']:,} cycles" if "baseline_cycles" in frame.attrs else ""
+    lines = [head] if head else []
+    width = max([len("parameter"), *frame["parameter"].map(len)]) + 2
+    lines.append(f"{'rank':>4}  {'parameter':<{width}}{'change':>7}{'value':>12}{'latency cycles':>16}{'vs base':>9}")
+    for r in frame.itertuples(index=False):
+        change = f"{r.factor:+g}" if r.parameter == "score_buffers" else f"x{r.factor:g}"
+        value = "-" if math.isnan(r.value) else f"{r.baseline:g}->{r.value:g}"
+        lines.append(f"{r.rank:>4}  {r.parameter:<{width}}{change:>7}{value:>12}{r.latency_cycles:>16,}"
+                     f"{r.change_pct:>+8.1f}%")
+    return "\n".join(lines)

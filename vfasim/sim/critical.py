@@ -1,0 +1,160 @@
+"""Critical-path attribution: which pipeline and op kind every cycle of the latency waits on.
+
+The path is walked back from the op that ends last. At each op, the *bounding*
+predecessor is the edge the op's start waited on: among its data dependencies
+and the schedule's order edges (stream order on its pipeline, K/V buffer reuse,
+or the single serial stream) the one that ends latest — in this model that end
+equals the op's start. Ties go to data dependencies first, then to the lower
+op id, so the path is deterministic. Every cycle of ``[0, latency)`` is then
+charged to the path op running at that moment; cycles when no path op runs are
+``idle`` (zero in this model, since an op starts as soon as its last
+predecessor ends; kept so the attribution always sums to the latency).
+
+Definitions (per pipeline, as reported in ``CriticalPath.pipelines``):
+- ``critical_cycles``: latency cycles during which the pipeline runs the path
+  op. It bounds, to first order, what making this pipeline infinitely fast
+  could save; the pipeline with the largest share is what the config is bound by.
+- ``busy_cycles``: all cycles the pipeline runs ops (as in ``timing_stats``).
+- ``off_path_cycles`` = busy − critical: work hidden behind the critical path;
+  speeding only that up saves nothing until the path moves.
+``bound_by`` counts the path's edges by type: many ``stream`` edges mean ops
+queue for a busy pipeline (throughput-bound), many ``data`` edges mean a
+dependency chain (latency-bound), ``buffer`` edges mean too few score buffers.
+
+Assumptions:
+- The timeline was produced by ``simulate`` for the same trace, hardware and
+  schedule; a predecessor ending after its dependant starts is refused.
+- Fused ops (zero cycles) can lie on the path; they carry no cycles.
+- First-order only: speeding up a path op can move the path elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vfasim.errors import VfasimError
+from vfasim.hw.config import HardwareConfig
+from vfasim.sim.engine import SCHEDULES, Timeline, _buffer_edges, _stream_edges
+from vfasim.trace import KIND_NAMES, Trace
+
+#: edge types, in tie-break preference order (data dependencies first)
+EDGE_KINDS: tuple[str, ...] = ("data", "stream", "buffer")
+IDLE = "idle"
+
+
+@dataclass(frozen=True, eq=False)
+class CriticalPath:
+    """Attribution of every latency cycle to the op on the critical path at that moment."""
+
+    latency_cycles: int
+    ops: np.ndarray  # op ids on the path, in time order
+    by_pipeline: dict[str, int]  # pipeline name (and "idle") -> cycles; sums to latency_cycles
+    by_kind: dict[str, int]  # op kind -> cycles on the path, largest first
+    pipelines: dict[str, dict[str, float]]  # name -> critical_cycles, busy_cycles, off_path_cycles, critical_share
+    bound_by: dict[str, int]  # edge type -> edges on the path
+    bottleneck: str  # pipeline with the most critical cycles
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (the op ids are left out: they can be 100K long)."""
+        return {"latency_cycles": self.latency_cycles, "path_ops": int(self.ops.size),
+                "bottleneck": self.bottleneck, "by_pipeline": dict(self.by_pipeline),
+                "by_kind": dict(self.by_kind), "pipelines": {k: dict(v) for k, v in self.pipelines.items()},
+                "bound_by": dict(self.bound_by)}
+
+
+def critical_path(trace: Trace, timeline: Timeline, hw: HardwareConfig,
+                  schedule: str = "pipelined") -> CriticalPath:
+    """Walk back from the last op along bounding predecessors and attribute its cycles."""
+    if schedule not in SCHEDULES:
+        raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
+    parent, child, kind = schedule_edges(trace, hw, timeline.pipeline, schedule)
+    _check_timeline(timeline, parent, child)
+    bound, bound_kind = bounding_predecessors(len(trace), timeline.end_cycles, parent, child, kind)
+    path = _walk(bound, timeline.end_cycles)
+    return _attribute(trace, timeline, path, bound_kind)
+
+
+def schedule_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray,
+                   schedule: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(parent, child, edge kind code) of every edge the schedule makes an op wait on.
+
+    The same edges as ``vfasim.sim.engine._edges``, kept apart by type.
+    """
+    n = len(trace)
+    parts = [(trace.dep_idx.astype(np.int64), np.repeat(np.arange(n), np.diff(trace.dep_ptr)), 0)]
+    if schedule == "serial":
+        parts.append((np.arange(n - 1), np.arange(1, n), 1))
+    else:
+        parts += [(p, c, 1) for p, c in _stream_edges(trace, hw, pipe)]
+        parts += [(p, c, 2) for p, c in _buffer_edges(trace, hw.score_buffers)]
+    parent = np.concatenate([np.asarray(p, np.int64) for p, _, _ in parts])
+    child = np.concatenate([np.asarray(c, np.int64) for _, c, _ in parts])
+    kind = np.concatenate([np.full(len(p), k, np.int8) for p, _, k in parts])
+    return parent, child, kind
+
+
+def _check_timeline(timeline: Timeline, parent: np.ndarray, child: np.ndarray) -> None:
+    late = timeline.end_cycles[parent] > timeline.start_cycles[child]
+    if np.any(late):
+        i = int(np.flatnonzero(late)[0])
+        raise VfasimError(f"timeline does not match the trace/schedule: op {child[i]} starts before "
+                          f"its predecessor {parent[i]} ends")
+
+
+def bounding_predecessors(n: int, end: np.ndarray, parent: np.ndarray, child: np.ndarray,
+                          kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per op, the predecessor that ends last (data first, then lower id) and its edge kind; -1 if none."""
+    order = np.lexsort((parent, kind, -end[parent], child))
+    first = np.flatnonzero(np.r_[True, child[order][1:] != child[order][:-1]]) if order.size else order
+    chosen = order[first]
+    bound = np.full(n, -1, np.int64)
+    bound_kind = np.full(n, -1, np.int8)
+    bound[child[chosen]] = parent[chosen]
+    bound_kind[child[chosen]] = kind[chosen]
+    return bound, bound_kind
+
+
+def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Op ids from the first path op to the one that ends last (lowest id on a tie)."""
+    if end.size == 0:
+        return np.empty(0, np.int64)
+    links = bound.tolist()
+    path = [int(np.argmax(end))]  # argmax returns the first, i.e. lowest id, maximum
+    while links[path[-1]] >= 0:
+        path.append(links[path[-1]])
+    return np.array(path[::-1], np.int64)
+
+
+def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: np.ndarray) -> CriticalPath:
+    dur = timeline.end_cycles - timeline.start_cycles
+    names = timeline.pipeline_names
+    on_path = timeline.pipeline[path]
+    running = on_path >= 0
+    crit = np.bincount(on_path[running], weights=dur[path][running], minlength=len(names)).astype(np.int64)
+    idle = timeline.total_cycles - int(dur[path].sum())
+    if idle < 0:
+        raise VfasimError("critical path is longer than the latency: ops on the path overlap")
+    by_pipeline = {**{name: int(crit[p]) for p, name in enumerate(names)}, IDLE: idle}
+    busy = np.bincount(timeline.pipeline[timeline.pipeline >= 0], weights=dur[timeline.pipeline >= 0],
+                       minlength=len(names)).astype(np.int64)
+    pipelines = {name: _pipeline_entry(int(crit[p]), int(busy[p]), timeline.total_cycles)
+                 for p, name in enumerate(names)}
+    edge_counts = np.bincount(bound_kind[path[1:]], minlength=len(EDGE_KINDS))
+    return CriticalPath(
+        latency_cycles=timeline.total_cycles, ops=path, by_pipeline=by_pipeline,
+        by_kind=_by_kind(trace.kind[path], dur[path]), pipelines=pipelines,
+        bound_by={k: int(c) for k, c in zip(EDGE_KINDS, edge_counts)},
+        bottleneck=max(names, key=lambda n: by_pipeline[n]) if names else IDLE)
+
+
+def _pipeline_entry(critical: int, busy: int, latency: int) -> dict[str, float]:
+    return {"critical_cycles": critical, "busy_cycles": busy, "off_path_cycles": busy - critical,
+            "critical_share": critical / latency if latency else 0.0}
+
+
+def _by_kind(kinds: np.ndarray, dur: np.ndarray) -> dict[str, int]:
+    cycles = np.bincount(kinds, weights=dur, minlength=len(KIND_NAMES)).astype(np.int64)
+    order = sorted((k for k in range(len(KIND_NAMES)) if cycles[k] > 0), key=lambda k: (-cycles[k], k))
+    return {KIND_NAMES[k]: int(cycles[k]) for k in order}
