@@ -31,6 +31,7 @@ class Options:
     reorder: bool | None = None
     q_summary: str | None = None
     rescale_threshold: float | None = None
+    exp_emulation: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.lam < 1.0:
@@ -40,7 +41,8 @@ class Options:
 
     def policy_options(self) -> dict:
         return {"key_summary": self.key_summary, "minit": self.minit, "reorder": self.reorder,
-                "q_summary": self.q_summary, "rescale_threshold": self.rescale_threshold}
+                "q_summary": self.q_summary, "rescale_threshold": self.rescale_threshold,
+                "exp_emulation": self.exp_emulation}
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vfasim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub.add_parser("run", help="simulate one algorithm on one core, with checked numerics"))
+    _add_sweep(sub)
     hw = sub.add_parser("hw", help="list or show hardware configs")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, parser_class=_Parser)
     hw_sub.add_parser("list", help="names of the built-in configs")
@@ -61,12 +62,36 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     g.add_argument("--topk", type=int, default=8, help="bsfa: off-diagonal blocks kept per query block")
     g.add_argument("--rescale-threshold", type=float, default=None,
                    help="fa4/blasst_fa4: max growth (natural log) that skips the rescale; default 8·ln2")
+    g.add_argument("--exp-emulation", type=float, default=None,
+                   help="fraction of exps computed by polynomial on the vector ALUs (FA4-style), in [0, 1)")
     g.add_argument("--key-summary", choices=KEY_SUMMARIES, default=None, help="vfa/vsa: key-block summary")
     g.add_argument("--q-summary", choices=Q_SUMMARIES, default=None,
                    help="vfa/vsa: block-wise m-init from one summary of Q_i")
     g.add_argument("--no-minit", dest="minit", action="store_false", default=None, help="vfa/vsa: m starts at -inf")
     g.add_argument("--no-reorder", dest="reorder", action="store_false", default=None,
                    help="vfa/vsa: visit key blocks in order 1, 2, 3, …")
+
+
+def _add_sweep(sub) -> None:
+    p = sub.add_parser("sweep", help="what-if grid over hardware fields and run options (resumable)")
+    p.add_argument("--hw", action="append", help="configs, comma list or repeated (default C4V16)")
+    p.add_argument("--algo", action="append", help="algorithms, comma list or repeated (default vfa)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=V1,V2",
+                   help="a hardware field (pipelines.exp.throughput.float16, score_buffers) or a run "
+                        "option (seq_len, block_q, lam, topk); several --set give their cartesian product")
+    for role in ("exp", "vector", "tensor"):
+        p.add_argument(f"--{role}-scale", metavar="S1,S2", help=f"multiply every {role} pipeline throughput")
+    for flag, default in (("--seq-len", 4096), ("--head-dim", 128), ("--block-q", 128), ("--block-k", 128),
+                          ("--heads", 1), ("--seed", 0)):
+        p.add_argument(flag, type=int, default=default)
+    p.add_argument("--causal", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--workload", default="llm-like", help=f"one of {', '.join(WORKLOADS)}")
+    p.add_argument("--schedule", default="pipelined", help=f"one of {', '.join(SCHEDULES)}")
+    p.add_argument("--out", help="directory: points.jsonl (resume), results.csv/.parquet, plots")
+    p.add_argument("--jobs", type=int, default=None, help="local processes (default: CPU count)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local")
+    p.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,14 +101,20 @@ def main(argv: list[str] | None = None) -> int:
     except VfasimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # e.g. `vfasim run | head`: the reader left, nothing to report
+        sys.stderr.close()
     return 0
 
 
 def _dispatch(args: argparse.Namespace) -> str:
+    if args.command == "sweep":
+        from vfasim.sweep import sweep_command
+        return sweep_command(args)
     if args.command == "hw":
         return "\n".join(builtin_names()) if args.hw_command == "list" else format_hw(load_hw(args.name))
     options = Options(lam=args.lam, topk=args.topk, key_summary=args.key_summary, minit=args.minit,
-                      reorder=args.reorder, q_summary=args.q_summary, rescale_threshold=args.rescale_threshold)
+                      reorder=args.reorder, q_summary=args.q_summary, rescale_threshold=args.rescale_threshold,
+                      exp_emulation=args.exp_emulation)
     result = run(args.hw, args.algo, seq_len=args.seq_len, head_dim=args.head_dim,
                  block_q=args.block_q, block_k=args.block_k, causal=args.causal, heads=args.heads,
                  kv_heads=args.kv_heads, seed=args.seed, workload=args.workload, qkv=args.qkv,

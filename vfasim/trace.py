@@ -32,6 +32,7 @@ OP_KINDS: dict[str, tuple[str, str]] = {
     "minit_max": ("vector", "elements"),  # elementwise max over those proxy scores
     "load_k": ("memory", "bytes"),
     "qk_matmul": ("tensor", "macs"),
+    "move_s": ("memory", "bytes"),  # score tile cube -> vector side (split cores; free when shared)
     "scale": ("vector", "elements"),
     "mask": ("vector", "elements"),  # causal / padding mask on the tiles that need it
     "rowmax": ("vector", "elements"),
@@ -40,14 +41,17 @@ OP_KINDS: dict[str, tuple[str, str]] = {
     "rescale_factor": ("exp", "elements"),  # exp(m_old - m_new), one per row
     "sub": ("vector", "elements"),
     "exp": ("exp", "elements"),
+    "exp_emul": ("vector", "elements"),  # FA4-style polynomial exp on the vector ALUs
     "rowsum": ("vector", "elements"),
     "accumulate_l": ("vector", "elements"),  # l = alpha*l + rowsum (MAD) or l + rowsum
     "quant_p": ("vector", "elements"),  # block absmax and scale of P, for scaled P formats
     "cast_p": ("vector", "elements"),
+    "move_p": ("memory", "bytes"),  # P tile vector -> cube (split cores; free when shared)
     "load_v": ("memory", "bytes"),
     "pv_matmul": ("tensor", "macs"),
     "rescale_o": ("vector", "elements"),
-    "accumulate_o": ("vector", "elements"),
+    "accumulate_o": ("vector", "elements"),  # O = rescaled O + PV, after a rescale
+    "accumulate_pv": ("vector", "elements"),  # O += PV with the max frozen: vector, or the cube's accumulator
     "normalize": ("vector", "elements"),
     "store_o": ("memory", "bytes"),
 }

@@ -178,7 +178,8 @@ class _Loop:
         with np.errstate(over="ignore"):
             scores = raw.astype(self.vt, copy=False) * self.scale
         self.counts.flows["score_overflow"] += int(np.sum(np.isinf(scores)))
-        score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(qk,), kblock=kb)
+        moved = tb.emit("move_s", act, slot, t.block_q * t.block_k * 4, "float32", deps=(qk,), kblock=kb)
+        score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(moved,), kblock=kb)
         needs = t.tile_needs_mask(self.qblock[act], kb)
         if needs.any():
             hidden = ~t.visible(self.qblock[act[needs]], kb[needs])
@@ -267,22 +268,37 @@ class _Loop:
         factor[sp] = tb.emit("rescale_factor", rows[sp], slot, br, vec, deps=(running[sp],), kblock=kb[sp])
         m_src = np.where(running >= 0, running, self.writer["m"][rows])
         sub = tb.emit("sub", rows, slot, br * bc, vec, deps=(score, m_src, decided), kblock=kb)
-        ex = tb.emit("exp", rows, slot, br * bc, vec, deps=(sub,), kblock=kb)
-        rs = tb.emit("rowsum", rows, slot, br * bc, vec, deps=(ex,), kblock=kb)
+        ex = self._emit_exp(rows, kb, slot, sub)
+        rs = tb.emit("rowsum", rows, slot, br * bc, vec, deps=ex, kblock=kb)
         acc_l = tb.emit("accumulate_l", rows, slot, br, vec, deps=(rs, factor, self.writer["l"][rows]), kblock=kb)
         p_ready = ex
         if prec.scaling["p"] != "none":
-            p_ready = tb.emit("quant_p", rows, slot, br * bc, vec, deps=(ex,), kblock=kb)
-        cast = tb.emit("cast_p", rows, slot, br * bc, vec, deps=(p_ready,), kblock=kb)
+            p_ready = (tb.emit("quant_p", rows, slot, br * bc, vec, deps=ex, kblock=kb),)
+        cast = tb.emit("cast_p", rows, slot, br * bc, vec, deps=p_ready, kblock=kb)
+        cast = tb.emit("move_p", rows, slot, int(np.ceil(br * bc * prec.bytes_per("p"))), prec.matmul,
+                       deps=(cast,), kblock=kb)
         load_v = tb.emit("load_v", rows, slot, self._bytes(bc, "v"), prec.matmul,
                          deps=(ops["load_k"], decided), kblock=kb)
         pv = tb.emit("pv_matmul", rows, slot, br * bc * d, prec.matmul, deps=(cast, load_v), kblock=kb)
         o_src = self.writer["o"][rows].copy()
         o_src[sp] = tb.emit("rescale_o", rows[sp], slot, br * d, vec, deps=(factor[sp], o_src[sp]), kblock=kb[sp])
-        acc_o = tb.emit("accumulate_o", rows, slot, br * d, vec, deps=(pv, o_src), kblock=kb)
+        acc_o = np.empty(rows.size, np.int64)
+        frozen = np.flatnonzero(~rescales)
+        acc_o[sp] = tb.emit("accumulate_o", rows[sp], slot, br * d, vec, deps=(pv[sp], o_src[sp]), kblock=kb[sp])
+        acc_o[frozen] = tb.emit("accumulate_pv", rows[frozen], slot, br * d, vec, deps=(pv[frozen], o_src[frozen]),
+                                kblock=kb[frozen])
         self.writer["m"][rows] = m_src
         self.writer["l"][rows] = acc_l
         self.writer["o"][rows] = acc_o
+
+    def _emit_exp(self, rows, kb, slot, sub) -> tuple[np.ndarray, ...]:
+        """exp on the SFU, less the fraction FA4-style emulation moves to the vector ALUs."""
+        elements = self.t.block_q * self.t.block_k
+        emulated = int(round(elements * self.policy.exp_emulation))
+        ops = (self.tb.emit("exp", rows, slot, elements - emulated, self.prec.vector, deps=(sub,), kblock=kb),)
+        if emulated:
+            ops += (self.tb.emit("exp_emul", rows, slot, emulated, self.prec.vector, deps=(sub,), kblock=kb),)
+        return ops
 
     # ---- epilogue -----------------------------------------------------------------------
     def finish(self, algo: str) -> EngineResult:

@@ -45,12 +45,15 @@ class Policy:
     rescale_threshold: float | None = None  # FA4: keep the used max unless it grows by more
     key_summary: str = "sabsmax"  # per-dimension summary of a key block for m-init
     q_summary: str | None = None  # block-wise m-init: one summary of Q_i broadcast to its rows
+    exp_emulation: float = 0.0  # FA4: fraction of each tile's exps computed by polynomial on the vector ALUs
 
     def __post_init__(self) -> None:
         _one_of("skip", self.skip, SKIPS)
         _one_of("key_summary", self.key_summary, KEY_SUMMARIES)
         if self.q_summary is not None:
             _one_of("q_summary", self.q_summary, Q_SUMMARIES)
+        if not 0.0 <= self.exp_emulation < 1.0:
+            raise VfasimError(f"exp_emulation must lie in [0, 1), got {self.exp_emulation}")
         if self.rescale_threshold is not None and not self.rescale_threshold >= 0:
             raise VfasimError(f"rescale_threshold must be >= 0, got {self.rescale_threshold}")
 
@@ -70,6 +73,7 @@ ALGORITHMS: dict[str, Policy] = {
 OPTION_SCOPE: dict[str, tuple[str, ...]] = {
     "minit": ("vfa", "vsa"), "reorder": ("vfa", "vsa"), "key_summary": ("vfa", "vsa"),
     "q_summary": ("vfa", "vsa"), "rescale_threshold": ("fa4", "blasst_fa4"),
+    "exp_emulation": tuple(ALGORITHMS),
 }
 
 

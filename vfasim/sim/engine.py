@@ -38,10 +38,10 @@ SCHEDULES = ("pipelined", "serial")
 #: software-pipeline stage of each op kind (prelude kinds run with stage 0 of their first tile)
 STAGE: dict[str, int] = {
     "key_summary": 0, "load_q": 0, "minit_matmul": 0, "minit_max": 0, "load_k": 0, "qk_matmul": 0,
-    "scale": 1, "mask": 1, "rowmax": 1, "running_max": 1, "skip_test": 1, "rescale_factor": 1,
-    "sub": 1, "exp": 1,
-    "rowsum": 2, "accumulate_l": 2, "quant_p": 2, "cast_p": 2, "load_v": 2, "pv_matmul": 2,
-    "rescale_o": 3, "accumulate_o": 3, "normalize": 3, "store_o": 3,
+    "move_s": 1, "scale": 1, "mask": 1, "rowmax": 1, "running_max": 1, "skip_test": 1,
+    "rescale_factor": 1, "sub": 1, "exp": 1, "exp_emul": 1,
+    "rowsum": 2, "accumulate_l": 2, "quant_p": 2, "cast_p": 2, "move_p": 2, "load_v": 2, "pv_matmul": 2,
+    "rescale_o": 3, "accumulate_o": 3, "accumulate_pv": 3, "normalize": 3, "store_o": 3,
 }
 
 
