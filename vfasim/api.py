@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from vfasim import __version__
 from vfasim.errors import VfasimError
-from vfasim.functional import Precision, Tiling, policy_for, reference_attention, run_engine
+from vfasim.functional import EngineResult, Policy, Precision, Tiling, policy_for, reference_attention, run_engine
 from vfasim.functional import checks
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
+from vfasim.report.perfetto import algorithm_events, chrome_trace, write_chrome_trace
+from vfasim.sensitivity import sensitivity
 from vfasim.sim import SCHEDULES, simulate, timing_stats
+from vfasim.sim.critical import critical_path
 from vfasim.workloads import Workload, load_qkv, make_workload
 
 BASELINE = "fa2"
@@ -60,6 +65,7 @@ class RunResult:
     numerics: dict[str, object]
     shape: dict[str, object]
     options: dict[str, object] = field(default_factory=dict)
+    critical_path: dict[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -69,29 +75,26 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         head_dim: int = 128, block_q: int = 128, block_k: int = 128, causal: bool = True,
         heads: int = 1, kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
         qkv: str | Path | None = None, schedule: str = "pipelined", decode: bool = False,
-        queries: int = 1, options: Options = Options(), **option_kwargs) -> RunResult:
+        queries: int = 1, options: Options = Options(), trace_out: str | Path | None = None,
+        **option_kwargs) -> RunResult:
     """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result.
 
     Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
     ``decode`` keeps the last ``queries`` query rows against the whole KV sequence.
+    ``trace_out`` also writes a Chrome/Perfetto trace of the timeline to that file.
     """
-    unknown = set(option_kwargs) - set(Options.__dataclass_fields__)
-    if unknown:
-        raise VfasimError(f"unknown option(s) {', '.join(sorted(unknown))}")
-    opts = Options(**{**asdict(options), **option_kwargs})
     if schedule not in SCHEDULES:
         raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
-    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
-    policy = policy_for(algo, **opts.policy_options())
-    wl = _workload(qkv, workload, seq_len, head_dim, heads, kv_heads, seed, decode, queries)
-    tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if decode else block_q,
-                    block_k, causal, wl.heads, wl.kv_heads)
-    precision = engine_precision(config)
-    thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, qkv, workload, seed, decode, queries)
-    result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
-                        decode=decode)
+    config, policy, opts, wl, tiling, precision, result = _prepare(
+        hw, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
+        heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
+        queries=queries, options=options, **option_kwargs)
     timeline = simulate(result.trace, config, schedule)
     stats = timing_stats(result.trace, timeline, config)
+    crit = critical_path(result.trace, timeline, config, schedule)
+    if trace_out is not None:
+        events = algorithm_events(result.trace, timeline)
+        write_chrome_trace(trace_out, chrome_trace(result.trace, timeline, events, config.clock_ghz))
     manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
                 "trace_digest": result.trace.digest(), "trace_ops": len(result.trace),
                 "schedule": schedule}
@@ -104,7 +107,53 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
                "kv_heads": wl.kv_heads, "block_q": tiling.block_q, "block_k": block_k, "causal": causal,
                "decode": decode},
         options={"policy": asdict(policy), "lam": opts.lam if policy.skip in ("block", "row") else None,
-                 "topk": opts.topk if policy.skip == "topk" else None})
+                 "topk": opts.topk if policy.skip == "topk" else None},
+        critical_path=crit.to_dict())
+
+
+def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *,
+                      schedule: str = "pipelined", factors: tuple[float, ...] = (2.0, 0.5),
+                      **run_kwargs) -> pd.DataFrame:
+    """``vfasim sensitivity``: one functional run, then its trace re-simulated per hardware parameter.
+
+    ``run_kwargs`` are ``run``'s workload, shape and algorithm-option keywords.
+    """
+    if schedule not in SCHEDULES:
+        raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
+    prepared = _prepare(hw, algo, **run_kwargs)
+    return sensitivity(prepared.result.trace, prepared.config, schedule, factors)
+
+
+class _Prepared(NamedTuple):
+    config: HardwareConfig
+    policy: Policy
+    opts: Options
+    wl: Workload
+    tiling: Tiling
+    precision: Precision
+    result: EngineResult
+
+
+def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, head_dim: int = 128,
+             block_q: int = 128, block_k: int = 128, causal: bool = True, heads: int = 1,
+             kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
+             qkv: str | Path | None = None, decode: bool = False, queries: int = 1,
+             options: Options = Options(), **option_kwargs) -> _Prepared:
+    """Config, policy and workload resolved, and the functional engine run (its trace inside)."""
+    unknown = set(option_kwargs) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise VfasimError(f"unknown option(s) {', '.join(sorted(unknown))}")
+    opts = Options(**{**asdict(options), **option_kwargs})
+    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+    policy = policy_for(algo, **opts.policy_options())
+    wl = _workload(qkv, workload, seq_len, head_dim, heads, kv_heads, seed, decode, queries)
+    tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if decode else block_q,
+                    block_k, causal, wl.heads, wl.kv_heads)
+    precision = engine_precision(config)
+    thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, qkv, workload, seed, decode, queries)
+    result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
+                        decode=decode)
+    return _Prepared(config, policy, opts, wl, tiling, precision, result)
 
 
 def engine_precision(config: HardwareConfig) -> Precision:

@@ -1,4 +1,4 @@
-"""Command line: ``vfasim run``, ``vfasim hw list``, ``vfasim hw show NAME``.
+"""Command line: ``vfasim run``, ``vfasim sensitivity``, ``vfasim hw list``, ``vfasim hw show NAME``.
 
 Bad input ends with ``error: <one line>`` on stderr and exit status 2; no traceback.
 """
@@ -9,12 +9,13 @@ import argparse
 import sys
 
 from vfasim import __version__
-from vfasim.api import Options, run
+from vfasim.api import Options, run, sensitivity_table
 from vfasim.errors import VfasimError
 from vfasim.functional import ALGORITHMS
 from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES
 from vfasim.hw import builtin_names, load_hw
 from vfasim.report import format_hw, format_run, to_json
+from vfasim.sensitivity import format_sensitivity
 from vfasim.sim import SCHEDULES
 from vfasim.workloads import WORKLOADS
 
@@ -30,7 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vfasim", description="Performance model of FlashAttention-style kernels.")
     parser.add_argument("--version", action="version", version=f"vfasim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    _add_run(sub.add_parser("run", help="simulate one algorithm on one core, with checked numerics"))
+    run_p = sub.add_parser("run", help="simulate one algorithm on one core, with checked numerics")
+    _add_run(run_p)
+    run_p.add_argument("--trace-out", default=None, metavar="FILE",
+                       help="also write a Chrome/Perfetto trace (JSON) of the timeline to FILE")
+    sens = sub.add_parser("sensitivity", help="latency change when each hardware parameter is scaled")
+    _add_run(sens)
+    sens.add_argument("--factors", type=float, nargs="+", default=[2.0, 0.5],
+                      help="multipliers applied to each parameter (default: 2 0.5)")
     _add_sweep(sub)
     hw = sub.add_parser("hw", help="list or show hardware configs")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, parser_class=_Parser)
@@ -115,10 +123,14 @@ def _dispatch(args: argparse.Namespace) -> str:
     options = Options(lam=args.lam, topk=args.topk, key_summary=args.key_summary, minit=args.minit,
                       reorder=args.reorder, q_summary=args.q_summary, rescale_threshold=args.rescale_threshold,
                       exp_emulation=args.exp_emulation)
-    result = run(args.hw, args.algo, seq_len=args.seq_len, head_dim=args.head_dim,
-                 block_q=args.block_q, block_k=args.block_k, causal=args.causal, heads=args.heads,
-                 kv_heads=args.kv_heads, seed=args.seed, workload=args.workload, qkv=args.qkv,
-                 schedule=args.schedule, decode=args.decode, queries=args.queries, options=options)
+    shape = dict(seq_len=args.seq_len, head_dim=args.head_dim, block_q=args.block_q, block_k=args.block_k,
+                 causal=args.causal, heads=args.heads, kv_heads=args.kv_heads, seed=args.seed,
+                 workload=args.workload, qkv=args.qkv, decode=args.decode, queries=args.queries)
+    if args.command == "sensitivity":
+        frame = sensitivity_table(args.hw, args.algo, schedule=args.schedule, factors=tuple(args.factors),
+                                  options=options, **shape)
+        return frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)
+    result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out, **shape)
     doc = result.to_dict()
     return to_json(doc) if args.json else format_run(doc)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from vfasim.sim.engine import Timeline
-from vfasim.trace import DTYPES, KIND_NAMES, OP_KINDS, Trace
+from vfasim.trace import DTYPES, KIND_CODE, KIND_NAMES, OP_KINDS, Trace
 
 PID = 1
 FUSED_TRACK = "fused"
@@ -113,3 +113,26 @@ def _plain(value: object) -> object:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
+
+
+def algorithm_events(trace: Trace, timeline: Timeline) -> list[AlgorithmEvent]:
+    """Instant events read off the trace: where the max was updated, a rescale or a block skipped.
+
+    "max updated" marks each rescale-factor op; "rescale skipped" a tile that computed its
+    running max but needed no rescale (FA4, VFA special blocks without growth); "block
+    skipped" a tile whose skip test ended its work.
+    """
+    tile = trace.tile_ids()
+    has = {k: np.zeros(int(tile.max(initial=-1)) + 1, bool) for k in ("running_max", "rescale_factor", "sub")}
+    for kind in has:
+        has[kind][tile[trace.kind == KIND_CODE[kind]]] = True
+    events = []
+    for i in np.flatnonzero(np.isin(trace.kind, [KIND_CODE["running_max"], KIND_CODE["skip_test"]])):
+        t, kind = tile[i], KIND_NAMES[trace.kind[i]]
+        args = {"row": int(trace.row[i]), "kblock": int(trace.kblock[i])}
+        if kind == "skip_test" and not has["sub"][t]:
+            events.append((int(timeline.end_cycles[i]), "block skipped", args))
+        elif kind == "running_max":
+            name = "max updated" if has["rescale_factor"][t] else "rescale skipped"
+            events.append((int(timeline.end_cycles[i]), name, args))
+    return events
