@@ -26,7 +26,8 @@ def test_readme_opens_with_install_and_test_commands():
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command_runs(command, capsys):
+def test_readme_command_runs(command, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # commands that write files write them here
     assert main(shlex.split(command)[1:]) == 0
     assert capsys.readouterr().out.strip()
 

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from vfasim import __version__
 from vfasim.api import Options, run, sensitivity_table
 from vfasim.errors import VfasimError
+from vfasim.figure import SHARE_CLAIMS, latency_ratio
 from vfasim.functional import ALGORITHMS
 from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES
 from vfasim.hw import builtin_names, load_hw
 from vfasim.report import format_hw, format_run, to_json
+from vfasim.report.figure_plot import CLAIM_COLUMNS, markdown_table, write_latency_ratio
 from vfasim.sensitivity import format_sensitivity
 from vfasim.sim import SCHEDULES
 from vfasim.workloads import WORKLOADS
@@ -40,6 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     sens.add_argument("--factors", type=float, nargs="+", default=[2.0, 0.5],
                       help="multipliers applied to each parameter (default: 2 0.5)")
     _add_sweep(sub)
+    fig = sub.add_parser("figure", help="rebuild a figure of the VFA paper from the model")
+    fig_sub = fig.add_subparsers(dest="figure", required=True, parser_class=_Parser)
+    lr = fig_sub.add_parser("latency-ratio", help="Figure 1: latency ratio normalized to Tensor on C16V32")
+    lr.add_argument("--out", default="latency_ratio_out", help="output folder (default latency_ratio_out)")
+    lr.add_argument("--seq-len", type=int, default=1024)
+    lr.add_argument("--fit", default=",".join(sorted(SHARE_CLAIMS)),
+                    help="claim ids the unknown parameters are fitted to ('' keeps the defaults)")
+    lr.add_argument("--fa4", action="store_true", help="add FA4 and VFA with FA4-style exp emulation")
     hw = sub.add_parser("hw", help="list or show hardware configs")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, parser_class=_Parser)
     hw_sub.add_parser("list", help="names of the built-in configs")
@@ -118,6 +129,8 @@ def _dispatch(args: argparse.Namespace) -> str:
     if args.command == "sweep":
         from vfasim.sweep import sweep_command
         return sweep_command(args)
+    if args.command == "figure":
+        return _figure(args)
     if args.command == "hw":
         return "\n".join(builtin_names()) if args.hw_command == "list" else format_hw(load_hw(args.name))
     options = Options(lam=args.lam, topk=args.topk, key_summary=args.key_summary, minit=args.minit,
@@ -133,6 +146,14 @@ def _dispatch(args: argparse.Namespace) -> str:
     result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out, **shape)
     doc = result.to_dict()
     return to_json(doc) if args.json else format_run(doc)
+
+
+def _figure(args: argparse.Namespace) -> str:
+    fit = frozenset(x for x in args.fit.split(",") if x)
+    result = latency_ratio(seq_len=args.seq_len, fit=fit, with_fa4=args.fa4)
+    paths = write_latency_ratio(result, Path(args.out))
+    table = markdown_table(result.claims, CLAIM_COLUMNS)
+    return f"{table}\nfitted parameters: {result.params}\nwrote {', '.join(str(p) for p in paths)}"
 
 
 if __name__ == "__main__":
