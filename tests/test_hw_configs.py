@@ -103,3 +103,18 @@ def test_impossible_precisions_are_refused(tmp_path, precision, match):
 def test_unknown_name_lists_the_valid_ones():
     with pytest.raises(VfasimError, match="C16V32.*C4V16"):
         load_hw("C2V8")
+
+
+def test_the_split_core_example_loads_and_runs():
+    import vfasim
+
+    path = CONFIG_DIR / "examples" / "split-cube-vector.yaml"
+    hw = load_hw(path)
+    assert hw.pipelines["vector"].units == 2 and hw.op_map["exp"] == "vector"
+    r = vfasim.run(hw, "vfa", seq_len=256, head_dim=32, block_q=64, block_k=64)
+    assert r.pipelines["link"]["busy_cycles"] > 0 and r.pipelines["exp"]["busy_cycles"] == 0
+
+
+@pytest.mark.parametrize("path", sorted((CONFIG_DIR / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_example_numbers_say_where_they_come_from(path):
+    test_every_number_says_where_it_comes_from(path)
