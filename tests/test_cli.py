@@ -318,3 +318,11 @@ def test_console_script(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_manifest_identifies_inputs_and_outputs(capsys: pytest.CaptureFixture[str]) -> None:
+    a = run_json(capsys, "--algo", "vfa", "--seed", "0")["manifest"]
+    b = run_json(capsys, "--algo", "vfa", "--seed", "1")["manifest"]
+    assert a["trace_digest"] == b["trace_digest"]  # vfa's trace holds work counts only
+    assert a["workload_digest"] != b["workload_digest"] and a["output_digest"] != b["output_digest"]
+    assert run_json(capsys, "--algo", "vfa", "--seed", "0")["manifest"] == a

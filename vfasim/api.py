@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 from pathlib import Path
@@ -96,8 +97,8 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         events = algorithm_events(result.trace, timeline)
         write_chrome_trace(trace_out, chrome_trace(result.trace, timeline, events, config.clock_ghz))
     manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
-                "trace_digest": result.trace.digest(), "trace_ops": len(result.trace),
-                "schedule": schedule}
+                "workload_digest": _digest(wl.q, wl.k, wl.v), "trace_digest": result.trace.digest(),
+                "trace_ops": len(result.trace), "output_digest": _digest(result.out), "schedule": schedule}
     return RunResult(
         hw=config.name, algo=algo, workload=wl.name, latency_cycles=stats.latency_cycles,
         latency_us=stats.latency_cycles / (config.clock_ghz * 1e3), pipelines=stats.pipelines,
@@ -154,6 +155,13 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
     result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
                         decode=decode)
     return _Prepared(config, policy, opts, wl, tiling, precision, result)
+
+
+def _digest(*arrays: np.ndarray) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(str(a.shape).encode() + np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
 
 
 def engine_precision(config: HardwareConfig) -> Precision:
