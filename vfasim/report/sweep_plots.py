@@ -1,0 +1,186 @@
+"""A sweep's outputs: its table (one row per point), results.csv and .parquet, text, plots (PNG + SVG).
+
+Plots, each against the swept value (x) with one line or panel per series (hw, algo and the
+other swept values): latency, speedup against the series' first x value, and stacked
+tensor/vector/exp shares. Marker shapes give the bottleneck's role; where it changes along a
+line, the point is annotated with the new role. Figures are drawn without pyplot (no global
+backend state): PNG through Agg, SVG through matplotlib's SVG writer.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+ROLE_MARKERS = {"tensor": "o", "vector": "s", "exp": "^", "memory": "D"}
+SHARE_COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
+TABLE_FIGURES = ("latency_cycles", "speedup", "bottleneck", "bottleneck_role", "share_tensor", "share_vector",
+                 "share_exp")
+
+
+def sweep_row(record: dict) -> dict:
+    """One row: a point's inputs, then every figure of its result as a scalar column."""
+    doc = record["result"]
+    row = {**record["inputs"], "latency_cycles": doc["latency_cycles"], "latency_us": doc["latency_us"],
+           "bottleneck": doc["bottleneck"], "bottleneck_role": doc["roles"].get(doc["bottleneck"], "")}
+    row |= {f"share_{k}": v for k, v in doc["shares"].items()}
+    row |= {f"{pipe}_{k}": v for pipe, stats in doc["pipelines"].items() for k, v in stats.items()}
+    row |= {f"op_{k}_cycles": v for k, v in doc["ops"].items()}
+    row |= {f"critical_{k}_cycles": v for k, v in doc.get("critical_path", {}).get("by_pipeline", {}).items()}
+    for k, v in doc["numerics"].items():
+        row |= {f"{k}_{k2}": v2 for k2, v2 in v.items()} if isinstance(v, dict) else {k: v}
+    row |= {k: doc["shape"][k] for k in doc["shape"] if k not in row}
+    return row | {"workload": doc["workload"], "trace_digest": doc["manifest"]["trace_digest"],
+                  "hw_digest": doc["manifest"]["hw_digest"], "key": record["key"]}
+
+
+def sweep_frame(records: list[dict], series: list[str]) -> pd.DataFrame:
+    """Rows in the given order plus ``speedup``: each series' first latency over the row's."""
+    frame = pd.DataFrame([sweep_row(r) for r in records])
+    if frame.empty:
+        return frame
+    latency = frame["latency_cycles"]
+    first = frame.groupby(series, sort=False, dropna=False)["latency_cycles"].transform("first") if series \
+        else latency.iloc[0]
+    return frame.assign(speedup=first / latency)
+
+
+def format_sweep(frame: pd.DataFrame, inputs: list[str]) -> str:
+    """The inputs and the headline figures of every point, one line each."""
+    if frame.empty:
+        return "(no finished points)"
+    cols = [c for c in (*inputs, *TABLE_FIGURES) if c in frame]
+    return frame[cols].to_string(index=False, float_format=lambda v: f"{v:.3g}")
+
+
+def write_sweep(frame: pd.DataFrame, x: str, series: list[str], out: Path) -> list[Path]:
+    """results.csv, results.parquet and the three plots in ``out``; returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "results.csv", index=False)
+    _parquet_safe(frame).to_parquet(out / "results.parquet", index=False)
+    written = [out / "results.csv", out / "results.parquet"]
+    written += plot_metric(frame, x, series, "latency_cycles", out / "latency", "latency (cycles)")
+    written += plot_metric(frame, x, series, "speedup", out / "speedup", f"speedup vs first {x}")
+    written += plot_shares(frame, x, series, out / "shares")
+    return written
+
+
+def _parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns mixing Python types (e.g. str and bool values of one axis) become text for Parquet."""
+    mixed = [c for c in frame if frame[c].dtype == object and frame[c].dropna().map(type).nunique() > 1]
+    return frame.astype({c: str for c in mixed})
+
+
+def plot_metric(frame: pd.DataFrame, x: str, series: list[str], y: str, stem: Path, ylabel: str,
+                reference: tuple[float, str] | None = None) -> list[Path]:
+    """``y`` against ``x``, one line per series, bottleneck changes marked; PNG and SVG."""
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    positions, labels = _x_positions(frame[x])
+    for name, group in _groups(frame, series):
+        xs = [positions[v] for v in group[x]]
+        line, = ax.plot(xs, group[y], label=name, lw=1.5)
+        _mark_bottlenecks(ax, xs, list(group[y]), list(group["bottleneck_role"]), line.get_color())
+    if reference is not None:
+        ax.axhline(reference[0], color="grey", ls="--", lw=1)
+        ax.annotate(reference[1], (0.01, reference[0]), xycoords=("axes fraction", "data"), va="bottom",
+                    fontsize=8, color="grey")
+    _x_scale(ax, frame[x], positions, labels)
+    ax.set(xlabel=x, ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(handles=ax.get_legend_handles_labels()[0] + _role_handles(frame), fontsize=8)
+    return _save(fig, stem)
+
+
+def plot_shares(frame: pd.DataFrame, x: str, series: list[str], stem: Path) -> list[Path]:
+    """Stacked tensor/vector/exp shares per point, one panel per series; PNG and SVG."""
+    groups = list(_groups(frame, series))
+    cols = min(len(groups), 3)
+    rows = math.ceil(len(groups) / cols)
+    fig = Figure(figsize=(4.2 * cols, 3.4 * rows))
+    axes = fig.subplots(rows, cols, sharey=True, squeeze=False)
+    for ax, (name, group) in zip(axes.flat, groups):
+        _share_bars(ax, group, x)
+        ax.set_title(name, fontsize=9)
+    for ax in list(axes.flat)[len(groups):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7, loc="upper center", ncol=3)
+    fig.supylabel("share of tensor + vector + exp busy cycles")
+    return _save(fig, stem)
+
+
+def _share_bars(ax, group: pd.DataFrame, x: str) -> None:
+    pos = range(len(group))
+    bottom = [0.0] * len(group)
+    for role, color in SHARE_COLORS.items():
+        values = list(group.get(f"share_{role}", [0.0] * len(group)))
+        ax.bar(pos, values, bottom=bottom, color=color, label=role, width=0.7)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    roles = list(group["bottleneck_role"])
+    for i, role in enumerate(roles):
+        ax.text(i, 1.01, role, ha="center", va="bottom", fontsize=7)
+        if i and role != roles[i - 1]:
+            ax.axvline(i - 0.5, color="black", ls="--", lw=1)
+    ax.set_xticks(list(pos), [_label(v) for v in group[x]], fontsize=8)
+    ax.set(xlabel=x, ylim=(0, 1.3))
+
+
+def _groups(frame: pd.DataFrame, series: list[str]):
+    if not series:
+        yield "all", frame
+        return
+    for key, group in frame.groupby(series, sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        yield " ".join(_label(v) if c in ("hw", "algo") else f"{c}={_label(v)}" for c, v in zip(series, key)), group
+
+
+def _mark_bottlenecks(ax, xs: list, ys: list, roles: list[str], color: str) -> None:
+    for i, (xv, yv, role) in enumerate(zip(xs, ys, roles)):
+        ax.plot([xv], [yv], ROLE_MARKERS.get(role, "x"), color=color, ms=7)
+        if i and role != roles[i - 1]:
+            ax.annotate(f"→ {role}-bound", (xv, yv), xytext=(6, 8), textcoords="offset points", fontsize=8,
+                        color=color, arrowprops={"arrowstyle": "-", "color": color, "lw": 0.8})
+
+
+def _role_handles(frame: pd.DataFrame) -> list:
+    roles = [r for r in ROLE_MARKERS if r in set(frame["bottleneck_role"])]
+    return [Line2D([], [], color="black", marker=ROLE_MARKERS[r], ls="", label=f"{r}-bound") for r in roles]
+
+
+def _x_positions(values: pd.Series) -> tuple[dict, list]:
+    """Numeric x values plot at their value; anything else at 0, 1, 2, … in order of appearance."""
+    uniq = list(dict.fromkeys(values))
+    if all(_is_number(v) for v in uniq):
+        return {v: v for v in uniq}, []
+    return {v: i for i, v in enumerate(uniq)}, [_label(v) for v in uniq]
+
+
+def _x_scale(ax, values: pd.Series, positions: dict, labels: list) -> None:
+    if labels:
+        ax.set_xticks(range(len(labels)), labels)
+        return
+    nums = sorted(positions.values())
+    if nums[0] > 0 and nums[-1] / nums[0] >= 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(nums, [_label(v) for v in nums])
+    ax.minorticks_off()
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _label(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _save(fig: Figure, stem: Path) -> list[Path]:
+    fig.tight_layout()
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    for path in paths:
+        fig.savefig(path, dpi=120)
+    return paths

@@ -1,0 +1,430 @@
+"""What-if sweeps: every combination of hardware fields and run options, resumable, local or on Dask.
+
+An axis is a list of values for one input: a hardware field by its dotted path
+(``pipelines.exp.throughput.float16``, ``score_buffers``), a keyword of ``vfasim.run``
+(``seq_len``, ``block_q``, ``lam``, ``topk``), or a shorthand scale (``exp_scale``,
+``vector_scale``, ``tensor_scale``) that multiplies every throughput of the pipelines with
+that role. A sweep is the cartesian product of hw × algo × axes; every point is validated
+before anything runs, so a bad path or value fails at once, naming it.
+
+Each finished point is appended to ``DIR/points.jsonl`` as one JSON line (flushed and
+fsync'd) under a stable hash of what determines it; a re-run of the same sweep computes only
+the points the journal lacks, and the tables and plots are rebuilt from the journal.
+
+Assumptions:
+- A point is identified by its inputs, every keyword passed to ``run``, the resolved hardware
+  digest, the vfasim version and a digest of the model's source (every vfasim module but
+  report/, cli.py and this one): editing a YAML file or the model recomputes its points.
+- Runs are deterministic, so a point computed by any executor or in any order is the same.
+- A hardware path is deep-merged into the config as data (mappings merge, anything else
+  replaces) and the result validated whole: a path can add a dtype rate but not skip a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import signal
+import sys
+import types
+import typing
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from pydantic import ValidationError
+from tqdm import tqdm
+
+from vfasim import __version__
+from vfasim.api import Options, run
+from vfasim.errors import VfasimError
+from vfasim.functional import policy_for
+from vfasim.hw import HardwareConfig, load_hw
+from vfasim.report.sweep_plots import format_sweep, sweep_frame, write_sweep
+
+SCALES = {"exp_scale": "exp", "vector_scale": "vector", "tensor_scale": "tensor"}
+JOURNAL = "points.jsonl"
+EXECUTORS = ("local", "dask")
+_NOT_SWEPT = {"hw", "algo", "options", "return"}  # options are swept one by one, by name
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept input: its column name and its values, in the order given."""
+
+    name: str
+    values: tuple
+
+    @property
+    def kind(self) -> str:
+        if self.name in SCALES:
+            return "scale"
+        return "hw" if self.name.split(".")[0] in HardwareConfig.model_fields else "run"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of a sweep: what it is called (inputs) and exactly what runs (config, keywords)."""
+
+    inputs: dict
+    algo: str
+    key: str
+    hw_doc: dict = field(repr=False)
+    run_kwargs: dict = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    points: list[Point]
+    records: list[dict | None]  # journal record per point, None where not done yet
+    computed: int
+    reused: int
+
+    @property
+    def complete(self) -> bool:
+        return all(r is not None for r in self.records)
+
+
+# -- axes ---------------------------------------------------------------------------------
+
+
+def run_keywords() -> dict[str, object]:
+    """Keyword -> type hint of every run option a sweep may vary (run's sizes and Options).
+
+    File paths (``qkv``, ``trace_out``) are inputs or outputs of one run, not what-ifs.
+    """
+    hints = typing.get_type_hints(run)
+    kw = {k: v for k, v in hints.items() if k not in _NOT_SWEPT and Path not in typing.get_args(v)}
+    return {**kw, **typing.get_type_hints(Options)}
+
+
+def parse_set(text: str) -> Axis:
+    """``PATH=V1,V2,…`` -> Axis (``32`` int, ``1e-3`` float, ``true`` bool, ``none``, else text)."""
+    path, sep, values = text.partition("=")
+    path = path.strip()
+    if not sep or not path or not values.strip():
+        raise VfasimError(f"--set {text!r}: expected PATH=V1,V2,…")
+    hw_fields, run_kw = HardwareConfig.model_fields, run_keywords()
+    if path.split(".")[0] not in hw_fields and path not in run_kw and path not in SCALES:
+        raise VfasimError(f"unknown sweep path {path!r} (hardware fields: {', '.join(hw_fields)}; "
+                          f"run options: {', '.join(run_kw)}; scales: {', '.join(SCALES)})")
+    if path in SCALES:
+        return scale_axis(path, values)
+    axis = Axis(path, tuple(_scalar(v) for v in values.split(",")))
+    if axis.kind == "run":
+        axis = Axis(path, tuple(_coerce(path, v, run_kw[path]) for v in axis.values))
+    return axis
+
+
+def scale_axis(name: str, text: str) -> Axis:
+    """``--exp-scale 0.5,1,2`` -> the ``exp_scale`` axis; factors must be positive numbers."""
+    values = tuple(_scalar(v) for v in text.split(","))
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise VfasimError(f"{name}: scale factors must be numbers > 0, got {v!r}")
+    return Axis(name, values)
+
+
+def _scalar(text: str):
+    """A number if it reads as one (int first), true/false, none/null, else the text itself."""
+    text = text.strip()
+    if not text:
+        raise VfasimError("empty value in a sweep list")
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None, "null": None}.get(text.lower(), text)
+
+
+def _coerce(name: str, value, hint):
+    """``value`` checked against a run keyword's type hint (int, float, bool, str, X | None)."""
+    allowed = set(typing.get_args(hint)) if isinstance(hint, types.UnionType) else {hint}
+    if value is None and type(None) in allowed:
+        return None
+    if isinstance(value, bool):
+        if bool in allowed:
+            return value
+    elif isinstance(value, int) and int in allowed:
+        return value
+    elif isinstance(value, (int, float)) and float in allowed:
+        return float(value)
+    elif isinstance(value, str) and str in allowed:
+        return value
+    names = " or ".join(sorted(getattr(t, "__name__", str(t)) for t in allowed))
+    raise VfasimError(f"{name}: expected {names}, got {value!r}")
+
+
+# -- points -------------------------------------------------------------------------------
+
+
+def make_points(hws: Iterable[str], algos: Iterable[str], axes: Iterable[Axis],
+                run_kwargs: dict | None = None) -> list[Point]:
+    """Every combination of hw × algo × axis values, each validated (config and options)."""
+    axes, base_kwargs = list(axes), dict(run_kwargs or {})
+    names = [a.name for a in axes]
+    if len(set(names)) != len(names):
+        raise VfasimError(f"an axis is given twice: {', '.join(names)}")
+    docs = {hw: load_hw(hw).model_dump(mode="json") for hw in hws}
+    points = []
+    for hw, algo, values in itertools.product(docs, algos, itertools.product(*(a.values for a in axes))):
+        swept = dict(zip(names, values))
+        config = _hw_config(hw, docs[hw], {k: v for k, v in swept.items() if _kind(k) == "hw"},
+                            {k: v for k, v in swept.items() if k in SCALES})
+        kwargs = {**base_kwargs, **{k: v for k, v in swept.items() if _kind(k) == "run"}}
+        _check_options(algo, kwargs)
+        inputs = {"hw": hw, "algo": algo, **swept}
+        key = point_key(inputs, kwargs, config.digest())
+        points.append(Point(inputs, algo, key, config.model_dump(mode="json"), kwargs))
+    return points
+
+
+def _kind(name: str) -> str:
+    return Axis(name, ()).kind
+
+
+def point_key(inputs: dict, run_kwargs: dict, hw_digest: str) -> str:
+    """Stable hash of what determines a point's result (and of how the point is labelled)."""
+    text = json.dumps({"inputs": inputs, "run": run_kwargs, "hw_digest": hw_digest, "version": __version__,
+                       "model": model_digest()}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+@functools.cache
+def model_digest() -> str:
+    """Hash of the source a run's result depends on: every vfasim module but report/, cli and sweep."""
+    root, digest = Path(__file__).parent, hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if not rel.startswith("report/") and rel not in ("cli.py", "sweep.py"):
+            digest.update(rel.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _hw_config(hw: str, base: dict, overrides: dict, scales: dict) -> HardwareConfig:
+    """``base`` with dotted-path overrides deep-merged and role throughputs scaled, validated."""
+    doc = base
+    for path, value in overrides.items():
+        doc = _merge(doc, _nested(path.split("."), value))
+    if scales and isinstance(doc.get("pipelines"), dict):
+        doc = {**doc, "pipelines": {n: _scaled(p, scales) for n, p in doc["pipelines"].items()}}
+    try:
+        return HardwareConfig.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        given = ", ".join(f"{k}={v}" for k, v in {**overrides, **scales}.items())
+        raise VfasimError(f"hw {hw} with {given}: {where}: {msg}") from None
+
+
+def _nested(keys: list[str], value) -> dict:
+    return {keys[0]: _nested(keys[1:], value) if len(keys) > 1 else value}
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merge(out[key], value) if both else value
+    return out
+
+
+def _scaled(pipe, scales: dict):
+    """``pipe`` with every throughput multiplied by the scale of its role (``exp_scale`` for exp)."""
+    if not isinstance(pipe, dict) or not isinstance(pipe.get("throughput"), dict):
+        return pipe  # malformed by an override: validation names it
+    factor = math.prod(v for k, v in scales.items() if SCALES[k] == pipe.get("role"))
+    return {**pipe, "throughput": {k: v * factor for k, v in pipe["throughput"].items()}}
+
+
+def _check_options(algo: str, kwargs: dict) -> None:
+    opts = Options(**{k: v for k, v in kwargs.items() if k in Options.__dataclass_fields__})
+    policy_for(algo, **opts.policy_options())
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def run_point(hw_doc: dict, algo: str, run_kwargs: dict) -> dict:
+    """One point's result document, plus each pipeline's role (for the bottleneck's role)."""
+    config = HardwareConfig.model_validate(hw_doc)
+    result = run(config, algo, **run_kwargs).to_dict()
+    return {**result, "roles": {name: p.role for name, p in config.pipelines.items()}}
+
+
+def run_sweep(points: list[Point], out: str | Path | None = None, *, executor: str = "local",
+              jobs: int | None = None, scheduler=None, max_points: int | None = None,
+              progress: bool = False) -> SweepResult:
+    """Run the points ``out/points.jsonl`` lacks (at most ``max_points`` of them); keep each as it ends.
+
+    ``executor`` is ``local`` (``jobs`` processes; 1 runs in this process) or ``dask``
+    (``scheduler``: an address or a ``dask.distributed.Client``).
+    """
+    if executor not in EXECUTORS:
+        raise VfasimError(f"unknown executor {executor!r} (valid: {', '.join(EXECUTORS)})")
+    if jobs is not None and jobs < 1:
+        raise VfasimError(f"jobs must be >= 1, got {jobs}")
+    if executor == "dask" and scheduler is None:
+        raise VfasimError("the dask executor needs a scheduler (an address, or a dask.distributed.Client)")
+    journal = Path(out) / JOURNAL if out is not None else None
+    done = read_journal(journal) if journal else {}
+    unique = list({p.key: p for p in points}.values())
+    pending = [p for p in unique if p.key not in done]
+    reused, computed = len(unique) - len(pending), 0
+    with tqdm(total=len(unique), initial=reused, disable=not progress, unit="point", desc="sweep") as bar, \
+            _journal_writer(journal) as append:
+        for point, doc in _compute(pending[:max_points], executor, jobs, scheduler):
+            done[point.key] = append({"key": point.key, "inputs": point.inputs, "result": doc})
+            computed += 1
+            bar.update(1)
+    return SweepResult(points, [done.get(p.key) for p in points], computed, reused)
+
+
+def _compute(pending: list[Point], executor: str, jobs: int | None, scheduler) -> Iterator[tuple[Point, dict]]:
+    if not pending:
+        return iter(())
+    if executor == "dask":
+        return _on_dask(pending, scheduler)
+    jobs = min(jobs or os.cpu_count() or 1, len(pending))
+    return ((p, run_point(p.hw_doc, p.algo, p.run_kwargs)) for p in pending) if jobs == 1 else _on_pool(pending, jobs)
+
+
+def _on_pool(pending: list[Point], jobs: int) -> Iterator[tuple[Point, dict]]:
+    """Results as they finish; if abandoned (Ctrl-C, max_points), the workers are stopped at once."""
+    before = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
+    futures = {pool.submit(run_point, p.hw_doc, p.algo, p.run_kwargs): p for p in pending}
+    workers = set(multiprocessing.active_children()) - before
+    try:
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:
+            worker.terminate()
+        raise
+    pool.shutdown()
+
+
+def _on_dask(pending: list[Point], scheduler) -> Iterator[tuple[Point, dict]]:
+    from dask import distributed
+
+    try:
+        client = scheduler if isinstance(scheduler, distributed.Client) else distributed.Client(scheduler)
+    except OSError as exc:
+        raise VfasimError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+    futures = {client.submit(run_point, p.hw_doc, p.algo, p.run_kwargs, key=f"vfasim-point-{p.key}"): p
+               for p in pending}
+    try:
+        for fut in distributed.as_completed(futures):
+            yield futures[fut], fut.result()
+    finally:
+        client.cancel(list(futures))
+        if client is not scheduler:
+            client.close()
+
+
+# -- the journal --------------------------------------------------------------------------
+
+
+def read_journal(path: Path) -> dict[str, dict]:
+    """key -> record of every complete line; a torn last line (a crash mid-write) is ignored."""
+    if not path.exists():
+        return {}
+    records = {}
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        records[record["key"]] = record
+    return records
+
+
+@contextmanager
+def _journal_writer(path: Path | None) -> Iterator:
+    """``append(record)``: one JSON line, flushed and fsync'd, after dropping a torn tail.
+
+    Returns the record as a reader of the journal would see it (JSON types), journal or not.
+    """
+    if path is None:
+        yield lambda record: json.loads(json.dumps(record, default=_plain))
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = path.read_bytes() if path.exists() else b""
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+    with open(path, "a") as f:
+        def append(record: dict) -> dict:
+            line = json.dumps(record, default=_plain)
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+            return json.loads(line)
+
+        yield append
+
+
+def _plain(value):
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+# -- the table ----------------------------------------------------------------------------
+
+
+def x_axis(points: list[Point]) -> str:
+    """The column plotted along x: the first swept axis, else hw (else algo)."""
+    swept = [k for k in points[0].inputs if k not in ("hw", "algo")] if points else []
+    if swept:
+        return swept[0]
+    return "hw" if len({p.inputs["hw"] for p in points}) > 1 else "algo"
+
+
+def results_frame(result: SweepResult) -> pd.DataFrame:
+    """One row per finished point, in sweep order, with ``speedup`` against the first x value."""
+    x = x_axis(result.points)
+    series = [c for c in result.points[0].inputs if c != x] if result.points else []
+    return sweep_frame([r for r in result.records if r is not None], series)
+
+
+# -- the command --------------------------------------------------------------------------
+
+
+def sweep_command(args: argparse.Namespace) -> str:
+    """``vfasim sweep``: build the points, run the missing ones, write tables and plots, print a table."""
+    if args.executor == "dask" and not args.scheduler:
+        raise VfasimError("--executor dask needs --scheduler ADDRESS")
+    axes = [scale_axis(k, getattr(args, k)) for k in SCALES if getattr(args, k)]  # x: a scale if any
+    axes += [parse_set(s) for s in args.sets]
+    kwargs = {k: getattr(args, k) for k in ("seq_len", "head_dim", "block_q", "block_k", "causal", "heads",
+                                            "seed", "workload", "schedule")}
+    points = make_points(_names(args.hw, "C4V16"), _names(args.algo, "vfa"), axes, kwargs)
+    try:
+        result = run_sweep(points, args.out, executor=args.executor, jobs=args.jobs, scheduler=args.scheduler,
+                           progress=not args.quiet and sys.stdout.isatty())
+    except KeyboardInterrupt:
+        where = f"{args.out}/{JOURNAL}" if args.out else "nowhere (no --out)"
+        raise VfasimError(f"interrupted; finished points are kept in {where}: run the same command to resume") from None
+    frame = results_frame(result)
+    x = x_axis(points)
+    written = write_sweep(frame, x, [c for c in points[0].inputs if c != x], Path(args.out)) if args.out else []
+    footer = f"{result.computed} computed, {result.reused} reused" + (f"; wrote {', '.join(map(str, written))}"
+                                                                       if written else "")
+    return format_sweep(frame, list(points[0].inputs)) + "\n" + footer
+
+
+def _names(values: list[str] | None, default: str) -> list[str]:
+    names = [n.strip() for v in values or [default] for n in v.split(",") if n.strip()]
+    return list(dict.fromkeys(names))
