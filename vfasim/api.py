@@ -77,19 +77,20 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         heads: int = 1, kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
         qkv: str | Path | None = None, schedule: str = "pipelined", decode: bool = False,
         queries: int = 1, options: Options = Options(), trace_out: str | Path | None = None,
-        **option_kwargs) -> RunResult:
+        progress: bool = False, **option_kwargs) -> RunResult:
     """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result.
 
     Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
     ``decode`` keeps the last ``queries`` query rows against the whole KV sequence.
-    ``trace_out`` also writes a Chrome/Perfetto trace of the timeline to that file.
+    ``trace_out`` also writes a Chrome/Perfetto trace of the timeline to that file;
+    ``progress`` shows the functional engine's progress on stderr.
     """
     if schedule not in SCHEDULES:
         raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
     config, policy, opts, wl, tiling, precision, result = _prepare(
         hw, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
         heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
-        queries=queries, options=options, **option_kwargs)
+        queries=queries, options=options, progress=progress, **option_kwargs)
     timeline = simulate(result.trace, config, schedule)
     stats = timing_stats(result.trace, timeline, config)
     crit = critical_path(result.trace, timeline, config, schedule)
@@ -139,7 +140,7 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
              block_q: int = 128, block_k: int = 128, causal: bool = True, heads: int = 1,
              kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
              qkv: str | Path | None = None, decode: bool = False, queries: int = 1,
-             options: Options = Options(), **option_kwargs) -> _Prepared:
+             options: Options = Options(), progress: bool = False, **option_kwargs) -> _Prepared:
     """Config, policy and workload resolved, and the functional engine run (its trace inside)."""
     unknown = set(option_kwargs) - set(Options.__dataclass_fields__)
     if unknown:
@@ -153,7 +154,7 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
     precision = engine_precision(config)
     thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, qkv, workload, seed, decode, queries)
     result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
-                        decode=decode)
+                        decode=decode, progress=progress)
     return _Prepared(config, policy, opts, wl, tiling, precision, result)
 
 

@@ -76,6 +76,7 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", type=int, default=1, help="query rows in decode (default 1)")
     p.add_argument("--schedule", default="pipelined", help=f"one of {', '.join(SCHEDULES)}")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (none is shown off a terminal)")
     g = p.add_argument_group("algorithm options")
     g.add_argument("--lam", type=float, default=1e-3, help="BLASST/VSA skip threshold λ in (0, 1)")
     g.add_argument("--topk", type=int, default=8, help="bsfa: off-diagonal blocks kept per query block")
@@ -143,7 +144,9 @@ def _dispatch(args: argparse.Namespace) -> str:
         frame = sensitivity_table(args.hw, args.algo, schedule=args.schedule, factors=tuple(args.factors),
                                   options=options, **shape)
         return frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)
-    result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out, **shape)
+    progress = not args.quiet and sys.stderr.isatty()
+    result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
+                 progress=progress, **shape)
     doc = result.to_dict()
     return to_json(doc) if args.json else format_run(doc)
 

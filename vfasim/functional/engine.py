@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+from tqdm import tqdm
 
 from vfasim.errors import VfasimError
 from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
@@ -53,11 +54,13 @@ class _Counts:
 
 def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str | Policy,
                precision: Precision = Precision(), lam: float = 1e-3, *,
-               thresholds: np.ndarray | None = None, decode: bool = False) -> EngineResult:
+               thresholds: np.ndarray | None = None, decode: bool = False,
+               progress: bool = False) -> EngineResult:
     """Run ``algo`` on Q [H, N, d], K/V [Hkv, Nk, d]; return output, diagnostics and trace.
 
     ``thresholds`` [rows] are BSFA's calibrated block-max thresholds; ``decode`` marks a
-    decode step (key summaries are maintained incrementally).
+    decode step (key summaries are maintained incrementally); ``progress`` shows a bar
+    over the key-block steps on stderr.
     """
     policy = algo if isinstance(algo, Policy) else policy_for(algo)
     if policy.skip in ("block", "row") and not 0.0 < lam < 1.0:
@@ -68,7 +71,7 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     with threadpool_limits(limits=1, user_api="blas"):
         loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode)
         loop.prelude()
-        for step in range(tiling.n_kblocks):
+        for step in tqdm(range(tiling.n_kblocks), disable=not progress, desc="engine", unit="step"):
             loop.step(step)
         return loop.finish(algo if isinstance(algo, str) else "custom")
 
