@@ -127,3 +127,19 @@ def test_algorithm_events_mark_updates_rescale_skips_and_skipped_blocks():
     fa2 = run_engine(wl.q, wl.k, wl.v, tiling, "fa2")
     events = algorithm_events(fa2.trace, simulate(fa2.trace, hw))
     assert len(events) == fa2.counts["visited_tiles"]  # one max update per tile, nothing skipped
+
+
+def test_frozen_max_below_the_true_max_is_an_event():
+    from vfasim.functional import Tiling, run_engine
+    from vfasim.hw import load_hw
+    from vfasim.report.perfetto import algorithm_events
+    from vfasim.sim import simulate
+    from vfasim.workloads import make_workload
+
+    wl = make_workload("random", 512, 32, 1, 0)  # random data: m-init often undershoots
+    res = run_engine(wl.q, wl.k, wl.v, Tiling(512, 512, 32, 64, 64, True), "vfa")
+    events = algorithm_events(res.trace, simulate(res.trace, load_hw("C16V32")), res.above_max)
+    below = [e for e in events if e[1] == "frozen max below true max"]
+    assert len(below) == int(res.above_max.sum()) > 0
+    fa2 = run_engine(wl.q, wl.k, wl.v, Tiling(512, 512, 32, 64, 64, True), "fa2")
+    assert not fa2.above_max.any()  # fa2 always updates its max first

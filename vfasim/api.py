@@ -95,7 +95,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     stats = timing_stats(result.trace, timeline, config)
     crit = critical_path(result.trace, timeline, config, schedule)
     if trace_out is not None:
-        events = algorithm_events(result.trace, timeline)
+        events = algorithm_events(result.trace, timeline, result.above_max)
         write_chrome_trace(trace_out, chrome_trace(result.trace, timeline, events, config.clock_ghz))
     manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
                 "workload_digest": _digest(wl.q, wl.k, wl.v), "trace_digest": result.trace.digest(),

@@ -36,6 +36,7 @@ class EngineResult:
     used_max: np.ndarray  # [heads, seq_len] the max each row's exp used at the end
     true_max: np.ndarray  # [heads, seq_len] the row max over every score seen
     block_max: np.ndarray  # [rows, Tc] max score of each visited tile, -inf if not visited
+    above_max: np.ndarray  # [rows, Tc] bool: at this step a frozen-max tile held scores above the used max
     counts: dict[str, int]  # visited/skipped/rescaled tiles, skipped rows, over/underflows
     trace: Trace
 
@@ -102,6 +103,7 @@ class _Loop:
         self.o = np.zeros((n, bq, d), vt)
         self.true_max = np.full((n, bq), -np.inf, vt)
         self.block_max = np.full((n, tiling.n_kblocks), -np.inf, np.float32)
+        self.above_max = np.zeros((n, tiling.n_kblocks), bool)
         self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode))
         self.writer = {name: np.full(n, -1, np.int64) for name in ("m", "l", "o")}
 
@@ -164,6 +166,7 @@ class _Loop:
         m_new = self._new_max(special, keep_rows, m_old, m_cand)
         rescales = special if self.policy.rescale_threshold is None else np.any(m_new != m_old, axis=1)
         keep = keep_rows.any(axis=1)
+        self.above_max[act, s] = keep & np.any(keep_rows & (tile_max > m_new), axis=1)
         self._count(keep, keep_rows, rescales)
         ops = self._emit_stats(act, kb, slot, special, ops)
         k = np.flatnonzero(keep)
@@ -321,7 +324,7 @@ class _Loop:
             out=_unblock(out, t.heads, t.seq_len),
             used_max=_unblock(self.m[:, :, None], t.heads, t.seq_len)[..., 0],
             true_max=_unblock(self.true_max[:, :, None], t.heads, t.seq_len)[..., 0],
-            block_max=self.block_max, counts=counts, trace=tb.build())
+            block_max=self.block_max, above_max=self.above_max, counts=counts, trace=tb.build())
 
 
 def _blocks(x: np.ndarray, block: int) -> np.ndarray:

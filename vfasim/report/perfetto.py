@@ -115,12 +115,14 @@ def _plain(value: object) -> object:
     return value
 
 
-def algorithm_events(trace: Trace, timeline: Timeline) -> list[AlgorithmEvent]:
+def algorithm_events(trace: Trace, timeline: Timeline, above_max: np.ndarray | None = None) -> list[AlgorithmEvent]:
     """Instant events read off the trace: where the max was updated, a rescale or a block skipped.
 
     "max updated" marks each rescale-factor op; "rescale skipped" a tile that computed its
     running max but needed no rescale (FA4, VFA special blocks without growth); "block
-    skipped" a tile whose skip test ended its work.
+    skipped" a tile whose skip test ended its work; with ``above_max`` ([rows, steps] bool
+    from the engine), "frozen max below true max" a tile whose exp ran with scores above the
+    max it used.
     """
     tile = trace.tile_ids()
     has = {k: np.zeros(int(tile.max(initial=-1)) + 1, bool) for k in ("running_max", "rescale_factor", "sub")}
@@ -135,4 +137,9 @@ def algorithm_events(trace: Trace, timeline: Timeline) -> list[AlgorithmEvent]:
         elif kind == "running_max":
             name = "max updated" if has["rescale_factor"][t] else "rescale skipped"
             events.append((int(timeline.end_cycles[i]), name, args))
+    if above_max is not None:
+        for i in np.flatnonzero(trace.kind == KIND_CODE["sub"]):
+            if above_max[trace.row[i], trace.step[i] - 1]:
+                args = {"row": int(trace.row[i]), "kblock": int(trace.kblock[i])}
+                events.append((int(timeline.end_cycles[i]), "frozen max below true max", args))
     return events
