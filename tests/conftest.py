@@ -7,6 +7,7 @@ import pytest
 from hypothesis import settings
 
 from vfasim.hw import HardwareConfig
+from vfasim.trace import DTYPE_CODE, KIND_CODE, Trace
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=25)
 settings.load_profile("ci")
@@ -50,3 +51,29 @@ def rng_qkv(seq: int, dim: int, heads: int = 1, kv_heads: int = 1, seed: int = 0
     k = rng.standard_normal((kv_heads, kv, dim)).astype(np.float32)
     v = rng.standard_normal((kv_heads, kv, dim)).astype(np.float32)
     return q, k, v
+
+
+# Two tiles of one query row: (kind, step, key block, work, deps)
+TWO_TILES = [
+    ("load_k", 1, 0, 20, []),
+    ("qk_matmul", 1, 0, 40, [0]),
+    ("exp", 1, 0, 30, [1]),
+    ("pv_matmul", 1, 0, 40, [2]),
+    ("load_k", 2, 1, 20, []),
+    ("qk_matmul", 2, 1, 40, [4]),
+    ("exp", 2, 1, 30, [5, 2]),
+    ("pv_matmul", 2, 1, 40, [6, 3]),
+]
+
+
+def hand_trace(ops) -> Trace:
+    n = len(ops)
+    deps = [d for *_, ds in ops for d in ds]
+    dtype = [DTYPE_CODE["float16" if k in ("qk_matmul", "pv_matmul", "minit_matmul") else "float32"]
+             for k, *_ in ops]
+    return Trace(
+        kind=np.array([KIND_CODE[k] for k, *_ in ops], np.uint8), dtype=np.array(dtype, np.uint8),
+        work=np.array([w for _, _, _, w, _ in ops], np.int64), row=np.zeros(n, np.int32),
+        step=np.array([s for _, s, *_ in ops], np.int32), kblock=np.array([b for _, _, b, *_ in ops], np.int32),
+        dep_ptr=np.concatenate([[0], np.cumsum([len(ds) for *_, ds in ops])]).astype(np.int64),
+        dep_idx=np.array(deps, np.int32))

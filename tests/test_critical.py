@@ -9,35 +9,9 @@ from vfasim.errors import VfasimError
 from vfasim.hw import HardwareConfig
 from vfasim.sim import simulate, timing_stats
 from vfasim.sim.critical import critical_path
-from vfasim.trace import DTYPE_CODE, KIND_CODE, Trace
+from vfasim.trace import Trace
 
-from conftest import tiny_hw
-
-# Two tiles of one query row: (kind, step, key block, work, deps) — as in test_timing.py
-TWO_TILES = [
-    ("load_k", 1, 0, 20, []),
-    ("qk_matmul", 1, 0, 40, [0]),
-    ("exp", 1, 0, 30, [1]),
-    ("pv_matmul", 1, 0, 40, [2]),
-    ("load_k", 2, 1, 20, []),
-    ("qk_matmul", 2, 1, 40, [4]),
-    ("exp", 2, 1, 30, [5, 2]),
-    ("pv_matmul", 2, 1, 40, [6, 3]),
-]
-
-
-def hand_trace(ops) -> Trace:
-    n = len(ops)
-    deps = [d for *_, ds in ops for d in ds]
-    dtype = [DTYPE_CODE["float16" if k in ("qk_matmul", "pv_matmul", "minit_matmul") else "float32"]
-             for k, *_ in ops]
-    return Trace(
-        kind=np.array([KIND_CODE[k] for k, *_ in ops], np.uint8), dtype=np.array(dtype, np.uint8),
-        work=np.array([w for _, _, _, w, _ in ops], np.int64), row=np.zeros(n, np.int32),
-        step=np.array([s for _, s, *_ in ops], np.int32), kblock=np.array([b for _, _, b, *_ in ops], np.int32),
-        dep_ptr=np.concatenate([[0], np.cumsum([len(ds) for *_, ds in ops])]).astype(np.int64),
-        dep_idx=np.array(deps, np.int32))
-
+from conftest import TWO_TILES, hand_trace, tiny_hw
 
 def chain_trace(tiles: int, exp_work: int = 30) -> Trace:
     """``tiles`` tiles of load K, QK, exp, rowsum, PV; exp and PV chain across tiles."""

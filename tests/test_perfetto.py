@@ -11,7 +11,7 @@ from vfasim.report.perfetto import chrome_trace, write_chrome_trace
 from vfasim.sim import simulate
 
 from conftest import tiny_hw
-from test_critical import TWO_TILES, hand_trace
+from conftest import TWO_TILES, hand_trace
 
 EVENTS = [(8, "max updated", {"row": np.int64(0), "gap": 1.5}),
           (13, "rescale skipped", {"row": 0, "ratio": float("nan")})]
