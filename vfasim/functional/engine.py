@@ -17,6 +17,7 @@ Assumptions:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -346,4 +347,4 @@ def _meta(t: Tiling, policy: Policy, prec: Precision, lam: float, decode: bool) 
     return {"seq_len": t.seq_len, "kv_len": t.kv_len, "head_dim": t.head_dim, "block_q": t.block_q,
             "block_k": t.block_k, "causal": t.causal, "heads": t.heads, "kv_heads": t.kv_heads,
             "matmul_dtype": prec.matmul, "vector_dtype": prec.vector, "decode": decode,
-            "policy": policy.__dict__.copy(), "lam": lam if policy.skip in ("block", "row") else None}
+            "policy": dataclasses.asdict(policy), "lam": lam if policy.skip in ("block", "row") else None}
