@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from vfasim import __version__
 from vfasim.errors import VfasimError
@@ -17,10 +16,12 @@ from vfasim.functional import checks
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.report.perfetto import algorithm_events, chrome_trace, write_chrome_trace
-from vfasim.sensitivity import sensitivity
 from vfasim.sim import SCHEDULES, simulate, timing_stats
 from vfasim.sim.critical import critical_path
 from vfasim.workloads import Workload, load_qkv, make_workload
+
+if TYPE_CHECKING:  # pandas loads only when a frame is asked for
+    import pandas as pd
 
 BASELINE = "fa2"
 BSFA_CALIBRATION_RUNS = 2  # calibration workloads: the same generator at seeds seed+1, seed+2
@@ -115,13 +116,15 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
 
 def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *,
                       schedule: str = "pipelined", factors: tuple[float, ...] = (2.0, 0.5),
-                      **run_kwargs) -> pd.DataFrame:
+                      **run_kwargs) -> "pd.DataFrame":
     """``vfasim sensitivity``: one functional run, then its trace re-simulated per hardware parameter.
 
     ``run_kwargs`` are ``run``'s workload, shape and algorithm-option keywords.
     """
     if schedule not in SCHEDULES:
         raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
+    from vfasim.sensitivity import sensitivity
+
     prepared = _prepare(hw, algo, **run_kwargs)
     return sensitivity(prepared.result.trace, prepared.config, schedule, factors)
 

@@ -12,13 +12,10 @@ from pathlib import Path
 from vfasim import __version__
 from vfasim.api import Options, run, sensitivity_table
 from vfasim.errors import VfasimError
-from vfasim.figure import SHARE_CLAIMS, latency_ratio
 from vfasim.functional import ALGORITHMS
 from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES
 from vfasim.hw import builtin_names, load_hw
 from vfasim.report import format_hw, format_run, to_json
-from vfasim.report.figure_plot import CLAIM_COLUMNS, markdown_table, write_latency_ratio
-from vfasim.sensitivity import format_sensitivity
 from vfasim.sim import SCHEDULES
 from vfasim.workloads import WORKLOADS
 
@@ -48,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     lr = fig_sub.add_parser("latency-ratio", help="Figure 1: latency ratio normalized to Tensor on C16V32")
     lr.add_argument("--out", default="latency_ratio_out", help="output folder (default latency_ratio_out)")
     lr.add_argument("--seq-len", type=int, default=1024)
-    lr.add_argument("--fit", default=",".join(sorted(SHARE_CLAIMS)),
+    lr.add_argument("--fit", default="P1a,P1b,P2,P3a,P3b,P4a",
                     help="claim ids the unknown parameters are fitted to ('' keeps the defaults)")
     lr.add_argument("--fa4", action="store_true", help="add FA4 and VFA with FA4-style exp emulation")
     hw = sub.add_parser("hw", help="list or show hardware configs")
@@ -141,6 +138,8 @@ def _dispatch(args: argparse.Namespace) -> str:
                  causal=args.causal, heads=args.heads, kv_heads=args.kv_heads, seed=args.seed,
                  workload=args.workload, qkv=args.qkv, decode=args.decode, queries=args.queries)
     if args.command == "sensitivity":
+        from vfasim.sensitivity import format_sensitivity
+
         frame = sensitivity_table(args.hw, args.algo, schedule=args.schedule, factors=tuple(args.factors),
                                   options=options, **shape)
         return frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)
@@ -152,6 +151,9 @@ def _dispatch(args: argparse.Namespace) -> str:
 
 
 def _figure(args: argparse.Namespace) -> str:
+    from vfasim.figure import latency_ratio  # plotting stack loads only for this command
+    from vfasim.report.figure_plot import CLAIM_COLUMNS, markdown_table, write_latency_ratio
+
     fit = frozenset(x for x in args.fit.split(",") if x)
     result = latency_ratio(seq_len=args.seq_len, fit=fit, with_fa4=args.fa4)
     paths = write_latency_ratio(result, Path(args.out))

@@ -85,8 +85,9 @@ class _Loop:
                  thresholds: np.ndarray | None, decode: bool) -> None:
         self.t, self.policy, self.prec, self.lam = tiling, policy, prec, lam
         self.thresholds, self.decode = thresholds, decode
-        self.vt = vt = prec.vector_np
-        self.scale = vt.type(1.0 / np.sqrt(tiling.head_dim))
+        self.vt = vt = np.dtype(np.float32)  # storage; values are rounded to the vector format by vr
+        self.vr = prec.round_vector
+        self.scale = self.vr(np.float32(1.0 / np.sqrt(tiling.head_dim)))
         bq, d = tiling.block_q, tiling.head_dim
         prec.check_shapes(d, tiling.block_k)
         self.counts = _Counts()
@@ -145,7 +146,7 @@ class _Loop:
         if pol.q_summary is not None:  # a new vector: round it to the matmul format like Q
             q = self.prec.to_matmul(q, "q")[0]
         proxy = np.matmul(q, reprs.transpose(0, 2, 1))  # k_repr entries are entries of K
-        proxy = proxy.astype(self.vt, copy=False) * self.scale
+        proxy = self.vr(self.vr(proxy) * self.scale)
         hidden = np.arange(t.n_kblocks)[None, None, :] >= t.n_visible[self.qblock][:, None, None]
         m = np.where(hidden, -np.inf, proxy).max(axis=2).astype(self.vt, copy=False)
         return np.broadcast_to(m, (t.n_rows, t.block_q)).copy()
@@ -183,7 +184,7 @@ class _Loop:
                      deps=(load_k, self.load_q[act]), kblock=kb)
         raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
         with np.errstate(over="ignore"):
-            scores = raw.astype(self.vt, copy=False) * self.scale
+            scores = self.vr(self.vr(raw) * self.scale)
         self.counts.flows["score_overflow"] += int(np.sum(np.isinf(scores)))
         moved = tb.emit("move_s", act, slot, t.block_q * t.block_k * 4, "float32", deps=(qk,), kblock=kb)
         score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(moved,), kblock=kb)
@@ -247,16 +248,16 @@ class _Loop:
     def _update(self, rows, kb, slot, rescales, scores, m_old, m_new, ops) -> None:
         if rows.size == 0:
             return
-        vt, flows = self.vt, self.counts.flows
+        vr, flows = self.vr, self.counts.flows
         with np.errstate(invalid="ignore", over="ignore"):
-            m_use = np.where(np.isneginf(m_new), vt.type(0), m_new)
-            alpha = np.exp(np.where(np.isneginf(m_old), -np.inf, m_old - m_use)).astype(vt, copy=False)
-            p = np.exp(scores - m_use[:, :, None]).astype(vt, copy=False)
-            l_new = alpha * self.l[rows] + p.sum(axis=2, dtype=vt)
+            m_use = np.where(np.isneginf(m_new), np.float32(0), m_new)
+            alpha = vr(np.exp(vr(np.where(np.isneginf(m_old), -np.inf, m_old - m_use))))
+            p = vr(np.exp(vr(scores - m_use[:, :, None])))
+            l_new = vr(vr(alpha * self.l[rows]) + vr(p.sum(axis=2, dtype=np.float32)))
         p_mm, p_over, p_under = self.prec.to_matmul(p, "p", -1)
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
-            pv = np.matmul(p_mm, self.vb[self.kv_head[rows], kb]).astype(vt, copy=False)
-            o_new = alpha[:, :, None] * self.o[rows] + pv
+            pv = vr(np.matmul(p_mm, self.vb[self.kv_head[rows], kb]))
+            o_new = vr(vr(alpha[:, :, None] * self.o[rows]) + pv)
         flows["exp_underflow"] += int(np.sum((p == 0) & np.isfinite(scores)))
         flows["cast_p_underflow"] += p_under
         flows["cast_p_overflow"] += p_over
@@ -315,7 +316,7 @@ class _Loop:
                        deps=(self.writer["o"], self.writer["l"]))
         tb.emit("store_o", rows, last, self._bytes(t.block_q, "o"), self.prec.vector, deps=(norm,))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            out = (self.o / self.l[:, :, None]).astype(self.vt, copy=False)
+            out = self.vr(self.o / self.l[:, :, None]).astype(self.prec.vector_np)
         tb.meta["algo"] = algo
         c = self.counts
         counts = {"visited_tiles": c.visited_tiles, "skipped_tiles": c.skipped_tiles,

@@ -65,6 +65,17 @@ class Precision:
     def vector_np(self) -> np.dtype:
         return NUMPY_DTYPES[self.vector]
 
+    def round_vector(self, x: np.ndarray) -> np.ndarray:
+        """float32 holding ``x`` rounded to the vector format.
+
+        The engine keeps vector-side values in float32 and rounds after every step:
+        bit for bit what NumPy's float16 arithmetic does (it computes each op in
+        float32 and rounds), without its slow path for fp16 subnormals.
+        """
+        if self.vector == "float16":
+            return round_float16(x)
+        return np.asarray(x, dtype=np.float32)
+
     def rule(self, operand: str) -> quant.Scaling:
         kind = self.scaling[operand]
         return BLOCK_SCALES[self.block_scale] if kind == "per_block" else quant.Scaling(kind)
@@ -128,9 +139,11 @@ def round_float16(x: np.ndarray) -> np.ndarray:
     and rint rounds half to even onto fp16's subnormal grid, as the cast does.
     The tests compare this with the plain cast on edge values and random data.
     """
-    x = x.astype(np.float32, copy=False)
+    x = np.asarray(x, dtype=np.float32)
     small = np.abs(x) < FP16_MIN_NORMAL
     with np.errstate(over="ignore"):
-        normal = np.where(small, np.float32(0), x).astype(np.float16).astype(np.float32)
-    subnormal = np.rint(x * np.float32(1 / FP16_SUBNORMAL_STEP)) * np.float32(FP16_SUBNORMAL_STEP)
-    return np.where(small, subnormal, normal)
+        if not small.any():
+            return x.astype(np.float16).astype(np.float32)
+        out = np.where(small, np.float32(0), x).astype(np.float16).astype(np.float32)
+    out[small] = np.rint(x[small] * np.float32(1 / FP16_SUBNORMAL_STEP)) * np.float32(FP16_SUBNORMAL_STEP)
+    return out

@@ -7,10 +7,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure
 
 COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
 CSV_COLUMNS = ("hw", "algo", "tensor", "vector", "exp", "latency", "vector_share", "speedup_vs_c16v32_fa")
@@ -18,7 +15,8 @@ CSV_COLUMNS = ("hw", "algo", "tensor", "vector", "exp", "latency", "vector_share
 
 def plot_latency_ratio(rows: list[dict], out: Path, stem: str = "latency_ratio") -> list[Path]:
     """Stacked busy-time bars per (config, variant) with the end-to-end latency marked; PNG + SVG."""
-    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(rows)), 4.2))
+    fig = Figure(figsize=(max(6, 0.7 * len(rows)), 4.2))  # no pyplot: no global backend or state
+    ax = fig.subplots()
     x = range(len(rows))
     bottom = [0.0] * len(rows)
     for cls, color in COLORS.items():
@@ -36,7 +34,6 @@ def plot_latency_ratio(rows: list[dict], out: Path, stem: str = "latency_ratio")
     paths = [out / f"{stem}.{ext}" for ext in ("png", "svg")]
     for path in paths:
         fig.savefig(path, dpi=150)
-    plt.close(fig)
     return paths
 
 

@@ -13,13 +13,16 @@ Definitions:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim.engine import Timeline
 from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SHARE_CLASSES = ("tensor", "vector", "exp")
 
@@ -50,9 +53,11 @@ def timing_stats(trace: Trace, timeline: Timeline, hw: HardwareConfig) -> Timing
     return TimingStats(total, pipelines, ops, shares, bottleneck)
 
 
-def spans_frame(trace: Trace, timeline: Timeline) -> pd.DataFrame:
+def spans_frame(trace: Trace, timeline: Timeline) -> "pd.DataFrame":
     """One row per op: kind, pipeline, row, step, key block, start, end (built once, on demand)."""
     names = np.array([*timeline.pipeline_names, "fused"])
+    import pandas as pd  # only when a frame is asked for
+
     return pd.DataFrame({
         "op": np.array(KIND_NAMES)[trace.kind],
         "pipeline": names[timeline.pipeline],
