@@ -75,7 +75,7 @@ def bench_case(seq_len: int, algo: str, repeats: int) -> Row:
     sim_s, _ = best_of(lambda: simulate(engine.trace, hw), repeats)
     run_s, result = best_of(lambda: vfasim.run(HW, algo, seq_len=seq_len, head_dim=HEAD_DIM, block_q=BLOCK,
                                                block_k=BLOCK, causal=True, workload=WORKLOAD), repeats)
-    return Row(seq_len, algo, engine.visited_tiles, engine_s, len(engine.trace), sim_s, run_s,
+    return Row(seq_len, algo, engine.counts["visited_tiles"], engine_s, len(engine.trace), sim_s, run_s,
                result.latency_cycles)
 
 
