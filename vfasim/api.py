@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from vfasim import __version__
 from vfasim.errors import VfasimError
@@ -88,10 +90,10 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     """
     if schedule not in SCHEDULES:
         raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
-    config, policy, opts, wl, tiling, precision, result = _prepare(
+    config, policy, opts, wl, tiling, precision, result, references = _prepare(
         hw, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
         heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
-        queries=queries, options=options, progress=progress, **option_kwargs)
+        queries=queries, options=options, progress=progress, references=True, **option_kwargs)
     timeline = simulate(result.trace, config, schedule)
     stats = timing_stats(result.trace, timeline, config)
     crit = critical_path(result.trace, timeline, config, schedule)
@@ -105,7 +107,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         hw=config.name, algo=algo, workload=wl.name, latency_cycles=stats.latency_cycles,
         latency_us=stats.latency_cycles / (config.clock_ghz * 1e3), pipelines=stats.pipelines,
         shares=stats.shares, bottleneck=stats.bottleneck, ops=stats.ops, manifest=manifest,
-        numerics=_numerics(wl, tiling, precision, result, decode),
+        numerics=_numerics(precision, result, *references),
         shape={"seq_len": wl.seq_len, "kv_len": wl.kv_len, "head_dim": wl.head_dim, "heads": wl.heads,
                "kv_heads": wl.kv_heads, "block_q": tiling.block_q, "block_k": block_k, "causal": causal,
                "decode": decode},
@@ -137,14 +139,20 @@ class _Prepared(NamedTuple):
     tiling: Tiling
     precision: Precision
     result: EngineResult
+    references: tuple[np.ndarray, EngineResult] | None  # float64 oracle output, fa2 at kernel precision
 
 
 def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, head_dim: int = 128,
              block_q: int = 128, block_k: int = 128, causal: bool = True, heads: int = 1,
              kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
              qkv: str | Path | None = None, decode: bool = False, queries: int = 1,
-             options: Options = Options(), progress: bool = False, **option_kwargs) -> _Prepared:
-    """Config, policy and workload resolved, and the functional engine run (its trace inside)."""
+             options: Options = Options(), progress: bool = False, references: bool = False,
+             **option_kwargs) -> _Prepared:
+    """Config, policy and workload resolved, and the functional engine run (its trace inside).
+
+    With ``references``, the float64 oracle and the fa2 baseline run in a second thread
+    meanwhile (NumPy releases the GIL in its kernels, so two cores are used).
+    """
     unknown = set(option_kwargs) - set(Options.__dataclass_fields__)
     if unknown:
         raise VfasimError(f"unknown option(s) {', '.join(sorted(unknown))}")
@@ -156,9 +164,18 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
                     block_k, causal, wl.heads, wl.kv_heads)
     precision = engine_precision(config)
     thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, qkv, workload, seed, decode, queries)
-    result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
-                        decode=decode, progress=progress)
-    return _Prepared(config, policy, opts, wl, tiling, precision, result)
+    # one BLAS thread per engine thread: tile-sized matmuls gain nothing from more
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=1) as pool:
+        side = pool.submit(_references, wl, tiling, precision, decode) if references else None
+        result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
+                            decode=decode, progress=progress)
+        refs = side.result() if side is not None else None
+    return _Prepared(config, policy, opts, wl, tiling, precision, result, refs)
+
+
+def _references(wl: Workload, tiling: Tiling, precision: Precision, decode: bool) -> tuple:
+    ref = reference_attention(wl.q, wl.k, wl.v, tiling.causal)
+    return ref, run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode)
 
 
 def _digest(*arrays: np.ndarray) -> str:
@@ -201,9 +218,7 @@ def _bsfa_thresholds(skip, tiling, precision, opts, qkv, name, seed, decode, que
     return calibrate_bsfa(maxima, local, opts.topk)
 
 
-def _numerics(wl: Workload, tiling: Tiling, precision: Precision, result, decode: bool) -> dict:
-    ref = reference_attention(wl.q, wl.k, wl.v, tiling.causal)
-    base = run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode)
+def _numerics(precision: Precision, result: EngineResult, ref: np.ndarray, base: EngineResult) -> dict:
     c = result.counts
     kept = c["visited_tiles"] - c["skipped_tiles"]
     flows = {k: v for k, v in c.items() if k.endswith("flow")}
