@@ -88,8 +88,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     ``trace_out`` also writes a Chrome/Perfetto trace of the timeline to that file;
     ``progress`` shows the functional engine's progress on stderr.
     """
-    if schedule not in SCHEDULES:
-        raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
+    _check_schedule(schedule)
     config, policy, opts, wl, tiling, precision, result, references = _prepare(
         hw, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
         heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
@@ -123,8 +122,7 @@ def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vf
 
     ``run_kwargs`` are ``run``'s workload, shape and algorithm-option keywords.
     """
-    if schedule not in SCHEDULES:
-        raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
+    _check_schedule(schedule)
     from vfasim.sensitivity import sensitivity
 
     prepared = _prepare(hw, algo, **run_kwargs)
@@ -176,6 +174,12 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
 def _references(wl: Workload, tiling: Tiling, precision: Precision, decode: bool) -> tuple:
     ref = reference_attention(wl.q, wl.k, wl.v, tiling.causal)
     return ref, run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode)
+
+
+def _check_schedule(schedule: str) -> None:
+    """Refuse an unknown schedule before any work starts."""
+    if schedule not in SCHEDULES:
+        raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
 
 
 def _digest(*arrays: np.ndarray) -> str:
