@@ -45,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     lr = fig_sub.add_parser("latency-ratio", help="Figure 1: latency ratio normalized to Tensor on C16V32")
     lr.add_argument("--out", default="latency_ratio_out", help="output folder (default latency_ratio_out)")
     lr.add_argument("--seq-len", type=int, default=1024)
-    lr.add_argument("--fit", default="P1a,P1b,P2,P3a,P3b,P4a",
-                    help="claim ids the unknown parameters are fitted to ('' keeps the defaults)")
+    lr.add_argument("--fit", default=None,
+                    help="claim ids the unknown parameters are fitted to (default: the six share claims; "
+                         "'' keeps the defaults)")
     lr.add_argument("--fa4", action="store_true", help="add FA4 and VFA with FA4-style exp emulation")
     hw = sub.add_parser("hw", help="list or show hardware configs")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, parser_class=_Parser)
@@ -151,10 +152,10 @@ def _dispatch(args: argparse.Namespace) -> str:
 
 
 def _figure(args: argparse.Namespace) -> str:
-    from vfasim.figure import latency_ratio  # plotting stack loads only for this command
+    from vfasim.figure import SHARE_CLAIMS, latency_ratio  # plotting stack loads only for this command
     from vfasim.report.figure_plot import CLAIM_COLUMNS, markdown_table, write_latency_ratio
 
-    fit = frozenset(x for x in args.fit.split(",") if x)
+    fit = SHARE_CLAIMS if args.fit is None else frozenset(x for x in args.fit.split(",") if x)
     result = latency_ratio(seq_len=args.seq_len, fit=fit, with_fa4=args.fa4)
     paths = write_latency_ratio(result, Path(args.out))
     table = markdown_table(result.claims, CLAIM_COLUMNS)
