@@ -85,8 +85,7 @@ class _Loop:
                  thresholds: np.ndarray | None, decode: bool) -> None:
         self.t, self.policy, self.prec, self.lam = tiling, policy, prec, lam
         self.thresholds, self.decode = thresholds, decode
-        self.vt = vt = np.dtype(np.float32)  # storage; values are rounded to the vector format by vr
-        self.vr = prec.round_vector
+        self.vr = prec.round_vector  # vector-side values live in float32, rounded to the format by vr
         self.scale = self.vr(np.float32(1.0 / np.sqrt(tiling.head_dim)))
         bq, d = tiling.block_q, tiling.head_dim
         prec.check_shapes(d, tiling.block_k)
@@ -100,10 +99,10 @@ class _Loop:
         self.kv_head = rows // tiling.n_qblocks // (tiling.heads // tiling.kv_heads)
         self.order = tiling.order(policy.reorder)[self.qblock]  # [rows, Tc]
         self.local = tiling.local_block[self.qblock]
-        self.m = np.full((n, bq), -np.inf, vt)
-        self.l = np.zeros((n, bq), vt)
-        self.o = np.zeros((n, bq, d), vt)
-        self.true_max = np.full((n, bq), -np.inf, vt)
+        self.m = np.full((n, bq), -np.inf, np.float32)
+        self.l = np.zeros((n, bq), np.float32)
+        self.o = np.zeros((n, bq, d), np.float32)
+        self.true_max = np.full((n, bq), -np.inf, np.float32)
         self.block_max = np.full((n, tiling.n_kblocks), -np.inf, np.float32)
         self.above_max = np.zeros((n, tiling.n_kblocks), bool)
         self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode))
@@ -148,7 +147,7 @@ class _Loop:
         proxy = np.matmul(q, reprs.transpose(0, 2, 1))  # k_repr entries are entries of K
         proxy = self.vr(self.vr(proxy) * self.scale)
         hidden = np.arange(t.n_kblocks)[None, None, :] >= t.n_visible[self.qblock][:, None, None]
-        m = np.where(hidden, -np.inf, proxy).max(axis=2).astype(self.vt, copy=False)
+        m = np.where(hidden, -np.inf, proxy).max(axis=2)
         return np.broadcast_to(m, (t.n_rows, t.block_q)).copy()
 
     # ---- one step of the key-block loop ------------------------------------------------
@@ -173,7 +172,7 @@ class _Loop:
         ops = self._emit_stats(act, kb, slot, special, ops)
         k = np.flatnonzero(keep)
         if self.policy.skip == "row":
-            scores = np.where(keep_rows[:, :, None], scores, -np.inf).astype(self.vt, copy=False)
+            scores = np.where(keep_rows[:, :, None], scores, np.float32(-np.inf))
         self._update(act[k], kb[k], slot, rescales[k], scores[k], m_old[k], m_new[k],
                      {name: ids[k] for name, ids in ops.items()})
 

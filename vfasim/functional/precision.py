@@ -8,8 +8,9 @@ Assumptions:
   hardware's adder tree: sums may differ from silicon in the last bits);
   dequantised inputs (codes × scale) enter the matmul, which equals applying the
   scales to the fp32 partial sums of each scale block.
-- Vector-side steps run in NumPy's arithmetic of the vector dtype, rounding
-  after every elementwise step (float16 ops compute in float32 and round).
+- Vector-side values are held in float32 and rounded to the vector format after
+  every elementwise step (``round_vector``): for fp16 this is what NumPy's float16
+  arithmetic does (each op in float32, then rounded), bit for bit.
 - Scale blocks run along each matmul's contraction axis: head_dim for Q and K,
   keys for V and P. "per_tensor" means the whole Q/K/V tensor, and one scale per
   score tile for P (the whole P never exists).
