@@ -49,6 +49,7 @@ from vfasim.api import Options, run
 from vfasim.errors import VfasimError
 from vfasim.functional import policy_for
 from vfasim.hw import HardwareConfig, load_hw
+from vfasim.hw.registry import deep_merge, first_error
 from vfasim.report.sweep_plots import format_sweep, sweep_frame, write_sweep
 
 SCALES = {"exp_scale": "exp", "vector_scale": "vector", "tensor_scale": "tensor"}
@@ -215,29 +216,18 @@ def _hw_config(hw: str, base: dict, overrides: dict, scales: dict) -> HardwareCo
     """``base`` with dotted-path overrides deep-merged and role throughputs scaled, validated."""
     doc = base
     for path, value in overrides.items():
-        doc = _merge(doc, _nested(path.split("."), value))
+        doc = deep_merge(doc, _nested(path.split("."), value))
     if scales and isinstance(doc.get("pipelines"), dict):
         doc = {**doc, "pipelines": {n: _scaled(p, scales) for n, p in doc["pipelines"].items()}}
     try:
         return HardwareConfig.model_validate(doc)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         given = ", ".join(f"{k}={v}" for k, v in {**overrides, **scales}.items())
-        raise VfasimError(f"hw {hw} with {given}: {where}: {msg}") from None
+        raise VfasimError(f"hw {hw} with {given}: {first_error(exc)}") from None
 
 
 def _nested(keys: list[str], value) -> dict:
     return {keys[0]: _nested(keys[1:], value) if len(keys) > 1 else value}
-
-
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for key, value in over.items():
-        both = isinstance(value, dict) and isinstance(out.get(key), dict)
-        out[key] = _merge(out[key], value) if both else value
-    return out
 
 
 def _scaled(pipe, scales: dict):

@@ -36,7 +36,7 @@ def load_hw(name_or_path: str | Path) -> HardwareConfig:
     try:
         return HardwareConfig.model_validate(raw)
     except ValidationError as exc:
-        raise VfasimError(f"hw config {origin}: {_first_error(exc)}") from None
+        raise VfasimError(f"hw config {origin}: {first_error(exc)}") from None
 
 
 def _raw(name_or_path: str, depth: int) -> tuple[dict, str]:
@@ -50,7 +50,7 @@ def _raw(name_or_path: str, depth: int) -> tuple[dict, str]:
     if not isinstance(base, str):
         raise VfasimError(f"hw config {origin}: base must be a config name or path")
     parent, _ = _raw(base, depth + 1)
-    return _deep_merge(parent, raw), origin
+    return deep_merge(parent, raw), origin
 
 
 def _source(name_or_path: str) -> tuple[str, str]:
@@ -79,17 +79,19 @@ def _read_yaml(text: str, origin: str) -> dict:
     return raw
 
 
-def _deep_merge(base: dict, over: dict) -> dict:
+def deep_merge(base: dict, over: dict) -> dict:
+    """``over`` on top of ``base``: mappings merge, everything else replaces."""
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
 
 
-def _first_error(exc: ValidationError) -> str:
+def first_error(exc: ValidationError) -> str:
+    """The first validation error as one line: dotted field path, then what is wrong."""
     err = exc.errors()[0]
     path = ".".join(str(p) for p in err["loc"])
     message = err["msg"].removeprefix("Value error, ")
