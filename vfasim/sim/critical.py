@@ -36,7 +36,7 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 from vfasim.hw.config import HardwareConfig
-from vfasim.sim.engine import SCHEDULES, Timeline, _buffer_edges, _stream_edges
+from vfasim.sim.engine import SCHEDULES, Timeline, schedule_edges
 from vfasim.trace import KIND_NAMES, Trace
 
 #: edge types, in tie-break preference order (data dependencies first)
@@ -74,25 +74,6 @@ def critical_path(trace: Trace, timeline: Timeline, hw: HardwareConfig,
     bound, bound_kind = bounding_predecessors(len(trace), timeline.end_cycles, parent, child, kind)
     path = _walk(bound, timeline.end_cycles)
     return _attribute(trace, timeline, path, bound_kind)
-
-
-def schedule_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray,
-                   schedule: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(parent, child, edge kind code) of every edge the schedule makes an op wait on.
-
-    The same edges as ``vfasim.sim.engine._edges``, kept apart by type.
-    """
-    n = len(trace)
-    parts = [(trace.dep_idx.astype(np.int64), np.repeat(np.arange(n), np.diff(trace.dep_ptr)), 0)]
-    if schedule == "serial":
-        parts.append((np.arange(n - 1), np.arange(1, n), 1))
-    else:
-        parts += [(p, c, 1) for p, c in _stream_edges(trace, hw, pipe)]
-        parts += [(p, c, 2) for p, c in _buffer_edges(trace, hw.score_buffers)]
-    parent = np.concatenate([np.asarray(p, np.int64) for p, _, _ in parts])
-    child = np.concatenate([np.asarray(c, np.int64) for _, c, _ in parts])
-    kind = np.concatenate([np.full(len(p), k, np.int8) for p, _, k in parts])
-    return parent, child, kind
 
 
 def _check_timeline(timeline: Timeline, parent: np.ndarray, child: np.ndarray) -> None:

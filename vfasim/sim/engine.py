@@ -123,17 +123,31 @@ class _Run:
 
 def _edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray, schedule: str) -> tuple[list[list[int]], list[int]]:
     """Children lists and pending-dependency counts: data deps plus the schedule's order edges."""
+    parent, child, _ = schedule_edges(trace, hw, pipe, schedule)
+    pairs = np.unique(np.stack([parent, child], axis=1), axis=0)
+    children: list[list[int]] = [[] for _ in range(len(trace))]
+    for p, c in pairs.tolist():
+        children[p].append(c)
+    return children, np.bincount(pairs[:, 1], minlength=len(trace)).tolist()
+
+
+def schedule_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray,
+                   schedule: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(parent, child, edge kind code) of every edge the schedule makes an op wait on.
+
+    Kinds: 0 data dependency, 1 stream order (or the serial chain), 2 buffer reuse.
+    """
     n = len(trace)
-    edges = [(trace.dep_idx.astype(np.int64), np.repeat(np.arange(n), np.diff(trace.dep_ptr)))]
+    parts = [(trace.dep_idx.astype(np.int64), np.repeat(np.arange(n), np.diff(trace.dep_ptr)), 0)]
     if schedule == "serial":
-        edges.append((np.arange(n - 1), np.arange(1, n)))
+        parts.append((np.arange(n - 1), np.arange(1, n), 1))
     else:
-        edges += _stream_edges(trace, hw, pipe) + _buffer_edges(trace, hw.score_buffers)
-    pairs = np.unique(np.concatenate([np.stack(e, axis=1) for e in edges]), axis=0)
-    children: list[list[int]] = [[] for _ in range(n)]
-    for parent, child in pairs.tolist():
-        children[parent].append(child)
-    return children, np.bincount(pairs[:, 1], minlength=n).tolist()
+        parts += [(p, c, 1) for p, c in _stream_edges(trace, hw, pipe)]
+        parts += [(p, c, 2) for p, c in _buffer_edges(trace, hw.score_buffers)]
+    parent = np.concatenate([np.asarray(p, np.int64) for p, _, _ in parts])
+    child = np.concatenate([np.asarray(c, np.int64) for _, c, _ in parts])
+    kind = np.concatenate([np.full(len(p), k, np.int8) for p, _, k in parts])
+    return parent, child, kind
 
 
 def _stream_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
