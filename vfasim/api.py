@@ -17,7 +17,7 @@ from vfasim.functional import EngineResult, Policy, Precision, Tiling, policy_fo
 from vfasim.functional import checks
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
-from vfasim.report.perfetto import algorithm_events, chrome_trace, write_chrome_trace
+from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import SCHEDULES, simulate, timing_stats
 from vfasim.sim.critical import critical_path
 from vfasim.workloads import Workload, load_qkv, make_workload
@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # pandas loads only when a frame is asked for
     import pandas as pd
 
 BASELINE = "fa2"
-BSFA_CALIBRATION_RUNS = 2  # calibration workloads: the same generator at seeds seed+1, seed+2
+BSFA_CALIBRATION_RUNS = 2
+MAX_FAILED_ROWS = 1000  # failed rows drawn as trace events  # calibration workloads: the same generator at seeds seed+1, seed+2
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,10 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     timeline = simulate(result.trace, config, schedule)
     stats = timing_stats(result.trace, timeline, config)
     crit = critical_path(result.trace, timeline, config, schedule)
+    numerics, failed_rows = _numerics(precision, result, *references)
     if trace_out is not None:
         events = algorithm_events(result.trace, timeline, result.above_max)
+        events += row_failure_events(result.trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
         write_chrome_trace(trace_out, chrome_trace(result.trace, timeline, events, config.clock_ghz))
     manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
                 "workload_digest": _digest(wl.q, wl.k, wl.v), "trace_digest": result.trace.digest(),
@@ -106,7 +109,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         hw=config.name, algo=algo, workload=wl.name, latency_cycles=stats.latency_cycles,
         latency_us=stats.latency_cycles / (config.clock_ghz * 1e3), pipelines=stats.pipelines,
         shares=stats.shares, bottleneck=stats.bottleneck, ops=stats.ops, manifest=manifest,
-        numerics=_numerics(precision, result, *references),
+        numerics=numerics,
         shape={"seq_len": wl.seq_len, "kv_len": wl.kv_len, "head_dim": wl.head_dim, "heads": wl.heads,
                "kv_heads": wl.kv_heads, "block_q": tiling.block_q, "block_k": block_k, "causal": causal,
                "decode": decode},
@@ -226,13 +229,22 @@ def _bsfa_thresholds(skip, tiling, precision, opts, qkv, name, seed, decode, que
     return calibrate_bsfa(maxima, local, opts.topk)
 
 
-def _numerics(precision: Precision, result: EngineResult, ref: np.ndarray, base: EngineResult) -> dict:
+def _numerics(precision: Precision, result: EngineResult, ref: np.ndarray,
+              base: EngineResult) -> tuple[dict, list[dict]]:
+    """The numerics block of a result, and the failed rows (at most MAX_FAILED_ROWS) for trace events."""
     c = result.counts
     kept = c["visited_tiles"] - c["skipped_tiles"]
     flows = {k: v for k, v in c.items() if k.endswith("flow")}
+    errors = checks.error_vs_reference(result.out, ref)
+    failures = _failures(result, ref, base, precision.p_cast_limit())
+    base_err = failures.pop("base_rel_err")
+    failed_rows = failures.pop("failed_rows")
     return {
+        "verdict": checks.verdict(errors["rel_err_vs_fp64"], base_err, failures["bad_row_fraction"]),
+        "fa2_rel_err_vs_fp64": base_err,
         "matmul_dtype": precision.matmul, "vector_dtype": precision.vector,
-        **checks.error_vs_reference(result.out, ref), **checks.non_finite(result.out),
+        **errors, **checks.non_finite(result.out),
+        **failures,
         **checks.bits_vs_baseline(result.out, base.out),
         **checks.frozen_max_stats(result.used_max, result.true_max),
         "max_gap_quantiles": checks.gap_quantiles(result.used_max, result.true_max),
@@ -242,4 +254,17 @@ def _numerics(precision: Precision, result: EngineResult, ref: np.ndarray, base:
         "overflow_count": sum(v for k, v in flows.items() if k.endswith("overflow")),
         "underflow_count": sum(v for k, v in flows.items() if k.endswith("underflow")),
         "flows": flows,
-    }
+    }, failed_rows
+
+
+def _failures(result: EngineResult, ref: np.ndarray, base: EngineResult, p_cast_limit: float) -> dict:
+    """Bad rows against the fa2 baseline, each with its cause; the worst few named."""
+    base_err = checks.error_vs_reference(base.out, ref)["rel_err_vs_fp64"]
+    err = checks.row_errors(result.out, ref)
+    bad = checks.bad_rows(err, checks.row_errors(base.out, ref))
+    gap = result.true_max.astype(np.float64) - result.used_max
+    cause = checks.row_causes(result.rows, bad, -gap, p_cast_limit)
+    return {"base_rel_err": base_err, "bad_rows": int(bad.sum()),
+            "bad_row_fraction": float(bad.mean()) if bad.size else 0.0,
+            "causes": checks.cause_counts(cause), "worst_rows": checks.worst_rows(err, cause, gap),
+            "failed_rows": checks.worst_rows(err, cause, gap, limit=MAX_FAILED_ROWS)}

@@ -20,6 +20,7 @@ from vfasim.sim import SCHEDULES
 from vfasim.workloads import WORKLOADS
 
 EXIT_BAD_INPUT = 2
+EXIT_BROKEN = 3  # vfasim run --check: the run's numerics verdict is broken
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(run_p)
     run_p.add_argument("--trace-out", default=None, metavar="FILE",
                        help="also write a Chrome/Perfetto trace (JSON) of the timeline to FILE")
+    run_p.add_argument("--check", action="store_true",
+                       help=f"exit with status {EXIT_BROKEN} when the numerics verdict is broken (for scripts and CI)")
     sens = sub.add_parser("sensitivity", help="latency change when each hardware parameter is scaled")
     _add_run(sens)
     sens.add_argument("--factors", type=float, nargs="+", default=[2.0, 0.5],
@@ -115,7 +118,9 @@ def _add_sweep(sub) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        print(_dispatch(args))
+        text, status = _dispatch(args)
+        print(text)
+        return status
     except VfasimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -124,14 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _dispatch(args: argparse.Namespace) -> str:
+def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
+    """What to print, and the exit status."""
     if args.command == "sweep":
         from vfasim.sweep import sweep_command
-        return sweep_command(args)
+        return sweep_command(args), 0
     if args.command == "figure":
-        return _figure(args)
+        return _figure(args), 0
     if args.command == "hw":
-        return "\n".join(builtin_names()) if args.hw_command == "list" else format_hw(load_hw(args.name))
+        return ("\n".join(builtin_names()) if args.hw_command == "list" else format_hw(load_hw(args.name))), 0
     options = Options(lam=args.lam, topk=args.topk, key_summary=args.key_summary, minit=args.minit,
                       reorder=args.reorder, q_summary=args.q_summary, rescale_threshold=args.rescale_threshold,
                       exp_emulation=args.exp_emulation)
@@ -143,12 +149,13 @@ def _dispatch(args: argparse.Namespace) -> str:
 
         frame = sensitivity_table(args.hw, args.algo, schedule=args.schedule, factors=tuple(args.factors),
                                   options=options, **shape)
-        return frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)
+        return (frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)), 0
     progress = not args.quiet and sys.stderr.isatty()
     result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
                  progress=progress, **shape)
     doc = result.to_dict()
-    return to_json(doc) if args.json else format_run(doc)
+    broken = args.check and doc["numerics"]["verdict"] == "broken"
+    return (to_json(doc) if args.json else format_run(doc)), EXIT_BROKEN if broken else 0
 
 
 def _figure(args: argparse.Namespace) -> str:

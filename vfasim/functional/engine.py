@@ -40,6 +40,22 @@ class EngineResult:
     above_max: np.ndarray  # [rows, Tc] bool: at this step a frozen-max tile held scores above the used max
     counts: dict[str, int]  # visited/skipped/rescaled tiles, skipped rows, over/underflows
     trace: Trace
+    rows: RowDiagnostics  # per query row: what happened to it, for attributing failures
+
+
+@dataclass(frozen=True)
+class RowDiagnostics:
+    """Per output row [heads, seq_len]: the facts a failure is attributed to (see ``checks``)."""
+
+    kept_tiles: np.ndarray  # tiles whose softmax and PV the row took part in
+    skipped_tiles: np.ndarray  # visited tiles the row skipped (block, row or top-k rule)
+    flags: np.ndarray  # uint8 bit set of ROW_FLAGS
+    row_sum: np.ndarray  # final l, in the vector format
+
+
+#: bits of ``RowDiagnostics.flags``: a step of the row produced a non-finite value
+ROW_FLAGS: dict[str, int] = {"score_overflow": 1, "exp_overflow": 2, "cast_saturation": 4,
+                             "p_cast_zero": 8}
 
 
 @dataclass
@@ -105,6 +121,10 @@ class _Loop:
         self.true_max = np.full((n, bq), -np.inf, np.float32)
         self.block_max = np.full((n, tiling.n_kblocks), -np.inf, np.float32)
         self.above_max = np.zeros((n, tiling.n_kblocks), bool)
+        self.kept = np.zeros((n, bq), np.int32)
+        self.skipped = np.zeros((n, bq), np.int32)
+        self.flags = np.zeros((n, bq), np.uint8)
+        self.p_cast_nonzero = np.zeros((n, bq), bool)
         self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode))
         self.writer = {name: np.full(n, -1, np.int64) for name in ("m", "l", "o")}
 
@@ -169,6 +189,8 @@ class _Loop:
         keep = keep_rows.any(axis=1)
         self.above_max[act, s] = keep & np.any(keep_rows & (tile_max > m_new), axis=1)
         self._count(keep, keep_rows, rescales)
+        self.kept[act] += keep_rows
+        self.skipped[act] += ~keep_rows
         ops = self._emit_stats(act, kb, slot, special, ops)
         k = np.flatnonzero(keep)
         if self.policy.skip == "row":
@@ -184,7 +206,9 @@ class _Loop:
         raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
         with np.errstate(over="ignore"):
             scores = self.vr(self.vr(raw) * self.scale)
-        self.counts.flows["score_overflow"] += int(np.sum(np.isinf(scores)))
+        overflowed = np.isinf(scores)
+        self.counts.flows["score_overflow"] += int(np.sum(overflowed))
+        self.flags[act] |= np.where(overflowed.any(axis=2), np.uint8(ROW_FLAGS["score_overflow"]), np.uint8(0))
         moved = tb.emit("move_s", act, slot, t.block_q * t.block_k * 4, "float32", deps=(qk,), kblock=kb)
         score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(moved,), kblock=kb)
         needs = t.tile_needs_mask(self.qblock[act], kb)
@@ -261,10 +285,21 @@ class _Loop:
         flows["cast_p_underflow"] += p_under
         flows["cast_p_overflow"] += p_over
         flows["exp_overflow"] += int(np.sum(np.isinf(p)))
+        self._flag_rows(rows, p, p_mm, l_new)
         flows["l_overflow"] += int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows])))
         flows["o_overflow"] += int(np.sum(np.isinf(o_new) & np.isfinite(self.o[rows])))
         self.l[rows], self.o[rows], self.m[rows] = l_new, o_new, m_new
         self._emit_update(rows, kb, slot, rescales, ops)
+
+    def _flag_rows(self, rows, p, p_mm, l_new) -> None:
+        """Per-row facts for failure attribution: exp overflow, P lost or saturated in its cast."""
+        bit = {k: np.uint8(v) for k, v in ROW_FLAGS.items()}
+        zero = np.uint8(0)
+        self.flags[rows] |= np.where(np.isinf(p).any(axis=2) | np.isinf(l_new), bit["exp_overflow"], zero)
+        with np.errstate(invalid="ignore"):
+            saturated = (np.isfinite(p) & ~np.isfinite(p_mm)).any(axis=2)
+        self.flags[rows] |= np.where(saturated, bit["cast_saturation"], zero)
+        self.p_cast_nonzero[rows] |= (p_mm != 0).any(axis=2)
 
     def _emit_update(self, rows, kb, slot, rescales, ops) -> None:
         t, tb, prec = self.t, self.tb, self.prec
@@ -321,10 +356,12 @@ class _Loop:
         counts = {"visited_tiles": c.visited_tiles, "skipped_tiles": c.skipped_tiles,
                   "rescaled_tiles": c.rescaled_tiles, "row_tiles": c.row_tiles,
                   "skipped_row_tiles": c.skipped_row_tiles, **c.flows}
+        lost = (self.l > 0) & ~self.p_cast_nonzero  # P was nonzero but nothing survived its cast
+        flags = self.flags | np.where(lost, np.uint8(ROW_FLAGS["p_cast_zero"]), np.uint8(0))
+        diag = RowDiagnostics(*(_per_row(a, t) for a in (self.kept, self.skipped, flags, self.l)))
         return EngineResult(
-            out=_unblock(out, t.heads, t.seq_len),
-            used_max=_unblock(self.m[:, :, None], t.heads, t.seq_len)[..., 0],
-            true_max=_unblock(self.true_max[:, :, None], t.heads, t.seq_len)[..., 0],
+            out=_unblock(out, t.heads, t.seq_len), rows=diag,
+            used_max=_per_row(self.m, t), true_max=_per_row(self.true_max, t),
             block_max=self.block_max, above_max=self.above_max, counts=counts, trace=tb.build())
 
 
@@ -341,6 +378,11 @@ def _unblock(x: np.ndarray, heads: int, seq_len: int) -> np.ndarray:
     """[H*Tr, Bq, d] -> [H, seq_len, d]."""
     rows, bq, d = x.shape
     return x.reshape(heads, rows // heads * bq, d)[:, :seq_len]
+
+
+def _per_row(x: np.ndarray, t: Tiling) -> np.ndarray:
+    """[H*Tr, Bq] per-row values -> [H, seq_len]."""
+    return _unblock(x[:, :, None], t.heads, t.seq_len)[..., 0]
 
 
 def _meta(t: Tiling, policy: Policy, prec: Precision, lam: float, decode: bool) -> dict:

@@ -103,6 +103,15 @@ class Precision:
         res = quant.quantize(x, self.matmul, rule, axis=axis)
         return res.values, res.overflow, res.underflow
 
+    def p_cast_limit(self) -> float:
+        """How far (natural log) P may sit below 1 before its cast leaves the format's normal range.
+
+        Infinite when P is scaled (its scale follows its magnitude) or not cast at all.
+        """
+        if self.scaling["p"] != "none" or self.matmul == "float32":
+            return float("inf")
+        return float(-np.log(np.float64(ml_dtypes.finfo(NUMPY_DTYPES[self.matmul]).tiny)))
+
     def bytes_per(self, operand: str) -> float:
         """Bytes moved per element of a Q/K/V/O tile, scale bytes included."""
         if operand == "o":

@@ -143,3 +143,18 @@ def algorithm_events(trace: Trace, timeline: Timeline, above_max: np.ndarray | N
                 args = {"row": int(trace.row[i]), "kblock": int(trace.kblock[i])}
                 events.append((int(timeline.end_cycles[i]), "frozen max below true max", args))
     return events
+
+
+def row_failure_events(trace: Trace, timeline: Timeline, failures: Iterable[Mapping[str, object]],
+                       block_q: int, n_qblocks: int) -> list[AlgorithmEvent]:
+    """A "row failed: CAUSE" instant per failed output row, where its query block is normalised.
+
+    ``failures`` are dicts with ``head``, ``row`` (query row), ``cause`` and ``max_gap``.
+    """
+    normalize = np.flatnonzero(trace.kind == KIND_CODE["normalize"])
+    end_of = dict(zip(trace.row[normalize].tolist(), timeline.end_cycles[normalize].tolist()))
+    events = []
+    for f in failures:
+        engine_row = int(f["head"]) * n_qblocks + int(f["row"]) // block_q
+        events.append((end_of[engine_row], f"row failed: {f['cause']}", dict(f)))
+    return events

@@ -18,8 +18,8 @@ from matplotlib.lines import Line2D
 
 ROLE_MARKERS = {"tensor": "o", "vector": "s", "exp": "^", "memory": "D"}
 SHARE_COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
-TABLE_FIGURES = ("latency_cycles", "speedup", "bottleneck", "bottleneck_role", "share_tensor", "share_vector",
-                 "share_exp")
+TABLE_FIGURES = ("latency_cycles", "speedup", "verdict", "rel_err_vs_fp64", "bottleneck", "bottleneck_role",
+                 "share_tensor", "share_vector", "share_exp")
 
 
 def sweep_row(record: dict) -> dict:
@@ -32,6 +32,8 @@ def sweep_row(record: dict) -> dict:
     row |= {f"op_{k}_cycles": v for k, v in doc["ops"].items()}
     row |= {f"critical_{k}_cycles": v for k, v in doc.get("critical_path", {}).get("by_pipeline", {}).items()}
     for k, v in doc["numerics"].items():
+        if isinstance(v, list):  # the worst rows: in the run's own output, not a table cell
+            continue
         row |= {f"{k}_{k2}": v2 for k2, v2 in v.items()} if isinstance(v, dict) else {k: v}
     row |= {k: doc["shape"][k] for k in doc["shape"] if k not in row}
     return row | {"workload": doc["workload"], "trace_digest": doc["manifest"]["trace_digest"],

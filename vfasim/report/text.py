@@ -7,6 +7,7 @@ import math
 
 import yaml
 
+from vfasim.functional.checks import CAUSES
 from vfasim.hw.config import HardwareConfig
 
 
@@ -43,8 +44,11 @@ def format_run(doc: dict) -> str:
         *(f"{k:<16}{v:>12,}" for k, v in sorted(doc["ops"].items(), key=lambda kv: -kv[1])),
         "",
         f"numerics ({num['matmul_dtype']} matmul inputs, {num['vector_dtype']} vector side)",
-        f"  rel err vs fp64 {num['rel_err_vs_fp64']:.3e}   max abs err {num['max_abs_err_vs_fp64']:.3e}",
-        f"  bit-identical vs fa2 {num['bit_identical_vs_fa2']:.1%}   max ULP {num['max_ulp_vs_fa2']:,}",
+        *format_verdict(num),
+        f"  rel err vs fp64 {num['rel_err_vs_fp64']:.3e} (fa2 {num['fa2_rel_err_vs_fp64']:.3e})   "
+        f"max abs err {num['max_abs_err_vs_fp64']:.3e}" + _finite_note(num),
+        f"  bit-identical vs fa2 {num['bit_identical_vs_fa2']:.1%}   max ULP "
+        + (f"{num['max_ulp_vs_fa2']:,}" if num["max_ulp_vs_fa2"] is not None else "n/a (non-finite)"),
         f"  NaN {num['nan_count']}  Inf {num['inf_count']}   rows with frozen max below true "
         f"{num['frozen_max_below_true_rows']:.2%} (largest gap {num['frozen_max_largest_gap']:.3g})",
         f"  skipped blocks {num['skipped_block_fraction']:.1%}   skipped rows "
@@ -55,6 +59,24 @@ def format_run(doc: dict) -> str:
         f"seed {doc['manifest']['seed']}",
     ]
     return "\n".join(lines)
+
+
+def format_verdict(num: dict) -> list[str]:
+    """The verdict line, then why rows failed and the worst of them (nothing when all is well)."""
+    lines = [f"  verdict {num['verdict'].upper()}: {num['bad_rows']:,} bad rows ({num['bad_row_fraction']:.2%})"
+             + (" — " + ", ".join(f"{k} {v:,}" for k, v in num["causes"].items()) if num["causes"] else "")]
+    lines += [f"    {name}: {CAUSES[name]}" for name in num["causes"]]
+    for w in num["worst_rows"]:
+        lines.append(f"    head {w['head']} row {w['row']}: {w['cause']}, row err {w['row_err']:.3g}, "
+                     f"true max − used max {w['max_gap']:+.3g}")
+    return lines
+
+
+def _finite_note(num: dict) -> str:
+    if not num["nonfinite_fraction"]:
+        return ""
+    return (f"   non-finite {num['nonfinite_fraction']:.2%} of outputs "
+            f"(rel err over the finite ones {num['rel_err_finite_only']:.3e})")
 
 
 def format_hw(config: HardwareConfig) -> str:
