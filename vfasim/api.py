@@ -42,6 +42,11 @@ class Options:
     q_summary: str | None = None
     rescale_threshold: float | None = None
     exp_emulation: float | None = None
+    protect_special: bool | None = None
+    minit_clamp: bool | None = None
+    minit_margin: float | None = None
+    fp32_state: bool | None = None
+    p_bf16: bool | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.lam < 1.0:
@@ -50,9 +55,7 @@ class Options:
             raise VfasimError(f"topk must be an integer >= 0, got {self.topk!r}")
 
     def policy_options(self) -> dict:
-        return {"key_summary": self.key_summary, "minit": self.minit, "reorder": self.reorder,
-                "q_summary": self.q_summary, "rescale_threshold": self.rescale_threshold,
-                "exp_emulation": self.exp_emulation}
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("lam", "topk")}
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     timeline = simulate(result.trace, config, schedule)
     stats = timing_stats(result.trace, timeline, config)
     crit = critical_path(result.trace, timeline, config, schedule)
-    numerics, failed_rows = _numerics(precision, result, *references)
+    numerics, failed_rows = _numerics(precision, policy, result, *references)
     if trace_out is not None:
         events = algorithm_events(result.trace, timeline, result.above_max)
         events += row_failure_events(result.trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
@@ -229,14 +232,14 @@ def _bsfa_thresholds(skip, tiling, precision, opts, qkv, name, seed, decode, que
     return calibrate_bsfa(maxima, local, opts.topk)
 
 
-def _numerics(precision: Precision, result: EngineResult, ref: np.ndarray,
+def _numerics(precision: Precision, policy: Policy, result: EngineResult, ref: np.ndarray,
               base: EngineResult) -> tuple[dict, list[dict]]:
     """The numerics block of a result, and the failed rows (at most MAX_FAILED_ROWS) for trace events."""
     c = result.counts
     kept = c["visited_tiles"] - c["skipped_tiles"]
     flows = {k: v for k, v in c.items() if k.endswith("flow")}
     errors = checks.error_vs_reference(result.out, ref)
-    failures = _failures(result, ref, base, precision.p_cast_limit())
+    failures = _failures(result, ref, base, precision.for_p(policy.p_bf16).p_cast_limit())
     base_err = failures.pop("base_rel_err")
     failed_rows = failures.pop("failed_rows")
     return {

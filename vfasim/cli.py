@@ -91,6 +91,16 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-minit", dest="minit", action="store_false", default=None, help="vfa/vsa: m starts at -inf")
     g.add_argument("--no-reorder", dest="reorder", action="store_false", default=None,
                    help="vfa/vsa: visit key blocks in order 1, 2, 3, …")
+    m = p.add_argument_group("mitigations (this project's, not the paper's; see README)")
+    m.add_argument("--protect-special", action="store_true", default=None,
+                   help="skipping algorithms never skip the sink and local blocks")
+    m.add_argument("--minit-clamp", action="store_true", default=None,
+                   help="vfa/vsa: clamp m-init to scale·|q|·max|k| (an upper bound of every score)")
+    m.add_argument("--minit-margin", type=float, default=None, metavar="DELTA",
+                   help="vfa/vsa: lower m-init by DELTA (natural log units)")
+    m.add_argument("--fp32-state", action="store_true", default=None,
+                   help="keep l and O in fp32 on a 16-bit vector side")
+    m.add_argument("--p-bf16", action="store_true", default=None, help="cast P to bf16 (unscaled) for PV")
 
 
 def _add_sweep(sub) -> None:
@@ -138,9 +148,7 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
         return _figure(args), 0
     if args.command == "hw":
         return ("\n".join(builtin_names()) if args.hw_command == "list" else format_hw(load_hw(args.name))), 0
-    options = Options(lam=args.lam, topk=args.topk, key_summary=args.key_summary, minit=args.minit,
-                      reorder=args.reorder, q_summary=args.q_summary, rescale_threshold=args.rescale_threshold,
-                      exp_emulation=args.exp_emulation)
+    options = Options(**{name: getattr(args, name) for name in Options.__dataclass_fields__})
     shape = dict(seq_len=args.seq_len, head_dim=args.head_dim, block_q=args.block_q, block_k=args.block_k,
                  causal=args.causal, heads=args.heads, kv_heads=args.kv_heads, seed=args.seed,
                  workload=args.workload, qkv=args.qkv, decode=args.decode, queries=args.queries)

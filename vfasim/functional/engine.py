@@ -102,6 +102,9 @@ class _Loop:
         self.t, self.policy, self.prec, self.lam = tiling, policy, prec, lam
         self.thresholds, self.decode = thresholds, decode
         self.vr = prec.round_vector  # vector-side values live in float32, rounded to the format by vr
+        self.state_dtype = "float32" if policy.fp32_state else prec.vector  # l and O
+        self.sr = Precision(vector=self.state_dtype).round_vector
+        self.p_prec = prec.for_p(policy.p_bf16)  # the format P is cast to for PV
         self.scale = self.vr(np.float32(1.0 / np.sqrt(tiling.head_dim)))
         bq, d = tiling.block_q, tiling.head_dim
         prec.check_shapes(d, tiling.block_k)
@@ -150,12 +153,14 @@ class _Loop:
         group = t.heads // t.kv_heads
         owner = rows - self.qblock - (rows // t.n_qblocks % group) * t.n_qblocks  # first row of the KV head
         summarised = t.block_k if self.decode else t.kv_len
-        tb.emit("key_summary", np.unique(owner), 0, summarised * d, self.prec.vector)
+        clamp = self.policy.minit_clamp  # key norms beside the summaries; query norms and the bound
+        tb.emit("key_summary", np.unique(owner), 0, summarised * d * (2 if clamp else 1), self.prec.vector)
         n_vis = t.n_visible[self.qblock]
         q_rows = 1 if self.policy.q_summary else t.block_q
         mm = tb.emit("minit_matmul", rows, 0, q_rows * d * n_vis, self.prec.matmul,
                      deps=(self.load_q, tb.key("key_summary", owner, 0)))
-        self.writer["m"] = tb.emit("minit_max", rows, 0, q_rows * n_vis, self.prec.vector, deps=(mm,))
+        extra = (t.block_q * d + n_vis + t.block_q) if clamp else 0
+        self.writer["m"] = tb.emit("minit_max", rows, 0, q_rows * n_vis + extra, self.prec.vector, deps=(mm,))
 
     def _minit_values(self) -> np.ndarray:
         """m-init per row: max over visible key blocks of scale · q · k_repr."""
@@ -167,8 +172,16 @@ class _Loop:
         proxy = np.matmul(q, reprs.transpose(0, 2, 1))  # k_repr entries are entries of K
         proxy = self.vr(self.vr(proxy) * self.scale)
         hidden = np.arange(t.n_kblocks)[None, None, :] >= t.n_visible[self.qblock][:, None, None]
-        m = np.where(hidden, -np.inf, proxy).max(axis=2)
-        return np.broadcast_to(m, (t.n_rows, t.block_q)).copy()
+        m = np.broadcast_to(np.where(hidden, -np.inf, proxy).max(axis=2), (t.n_rows, t.block_q))
+        if pol.minit_clamp:
+            m = np.minimum(m, self._score_bound(hidden[:, 0, :]))
+        return self.vr(m - np.float32(pol.minit_margin))
+
+    def _score_bound(self, hidden: np.ndarray) -> np.ndarray:
+        """[rows, Bq] scale·|q|·max|k| over each row's visible key blocks: no score can exceed it."""
+        k_norm = np.linalg.norm(self.kb, axis=-1).max(axis=-1)[self.kv_head]  # [rows, Tc]
+        k_max = np.where(hidden, 0, k_norm).max(axis=1)
+        return self.vr(self.vr(np.linalg.norm(self.qb, axis=-1) * k_max[:, None]) * self.scale)
 
     # ---- one step of the key-block loop ------------------------------------------------
     def step(self, s: int) -> None:
@@ -222,6 +235,13 @@ class _Loop:
         return scores, {"load_k": load_k, "score": score_op}
 
     def _keep_rows(self, act, kb, tile_max, m_cand) -> np.ndarray:
+        """[A, Br] rows of each tile that take part; with ``protect_special``, sink and local tiles always."""
+        keep = self._skip_rule(act, kb, tile_max, m_cand)
+        if self.policy.protect_special:
+            keep = keep | ((kb == 0) | (kb == self.local[act]))[:, None]
+        return keep
+
+    def _skip_rule(self, act, kb, tile_max, m_cand) -> np.ndarray:
         """[A, Br] rows of each tile that take part (all rows of a kept tile, none of a skipped one)."""
         skip, ones = self.policy.skip, np.ones(tile_max.shape, dtype=bool)
         with np.errstate(invalid="ignore"):
@@ -271,16 +291,16 @@ class _Loop:
     def _update(self, rows, kb, slot, rescales, scores, m_old, m_new, ops) -> None:
         if rows.size == 0:
             return
-        vr, flows = self.vr, self.counts.flows
+        vr, sr, flows = self.vr, self.sr, self.counts.flows
         with np.errstate(invalid="ignore", over="ignore"):
             m_use = np.where(np.isneginf(m_new), np.float32(0), m_new)
             alpha = vr(np.exp(vr(np.where(np.isneginf(m_old), -np.inf, m_old - m_use))))
             p = vr(np.exp(vr(scores - m_use[:, :, None])))
-            l_new = vr(vr(alpha * self.l[rows]) + vr(p.sum(axis=2, dtype=np.float32)))
-        p_mm, p_over, p_under = self.prec.to_matmul(p, "p", -1)
+            l_new = sr(sr(alpha * self.l[rows]) + sr(p.sum(axis=2, dtype=np.float32)))
+        p_mm, p_over, p_under = self.p_prec.to_matmul(p, "p", -1)
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
-            pv = vr(np.matmul(p_mm, self.vb[self.kv_head[rows], kb]))
-            o_new = vr(vr(alpha[:, :, None] * self.o[rows]) + pv)
+            pv = sr(np.matmul(p_mm, self.vb[self.kv_head[rows], kb]))
+            o_new = sr(sr(alpha[:, :, None] * self.o[rows]) + pv)
         flows["exp_underflow"] += int(np.sum((p == 0) & np.isfinite(scores)))
         flows["cast_p_underflow"] += p_under
         flows["cast_p_overflow"] += p_over
@@ -312,22 +332,23 @@ class _Loop:
         sub = tb.emit("sub", rows, slot, br * bc, vec, deps=(score, m_src, decided), kblock=kb)
         ex = self._emit_exp(rows, kb, slot, sub)
         rs = tb.emit("rowsum", rows, slot, br * bc, vec, deps=ex, kblock=kb)
-        acc_l = tb.emit("accumulate_l", rows, slot, br, vec, deps=(rs, factor, self.writer["l"][rows]), kblock=kb)
+        state, p_fmt = self.state_dtype, self.p_prec
+        acc_l = tb.emit("accumulate_l", rows, slot, br, state, deps=(rs, factor, self.writer["l"][rows]), kblock=kb)
         p_ready = ex
-        if prec.scaling["p"] != "none":
+        if p_fmt.scaling["p"] != "none":
             p_ready = (tb.emit("quant_p", rows, slot, br * bc, vec, deps=ex, kblock=kb),)
         cast = tb.emit("cast_p", rows, slot, br * bc, vec, deps=p_ready, kblock=kb)
-        cast = tb.emit("move_p", rows, slot, int(np.ceil(br * bc * prec.bytes_per("p"))), prec.matmul,
+        cast = tb.emit("move_p", rows, slot, int(np.ceil(br * bc * p_fmt.bytes_per("p"))), p_fmt.matmul,
                        deps=(cast,), kblock=kb)
         load_v = tb.emit("load_v", rows, slot, self._bytes(bc, "v"), prec.matmul,
                          deps=(ops["load_k"], decided), kblock=kb)
-        pv = tb.emit("pv_matmul", rows, slot, br * bc * d, prec.matmul, deps=(cast, load_v), kblock=kb)
+        pv = tb.emit("pv_matmul", rows, slot, br * bc * d, p_fmt.matmul, deps=(cast, load_v), kblock=kb)
         o_src = self.writer["o"][rows].copy()
-        o_src[sp] = tb.emit("rescale_o", rows[sp], slot, br * d, vec, deps=(factor[sp], o_src[sp]), kblock=kb[sp])
+        o_src[sp] = tb.emit("rescale_o", rows[sp], slot, br * d, state, deps=(factor[sp], o_src[sp]), kblock=kb[sp])
         acc_o = np.empty(rows.size, np.int64)
         frozen = np.flatnonzero(~rescales)
-        acc_o[sp] = tb.emit("accumulate_o", rows[sp], slot, br * d, vec, deps=(pv[sp], o_src[sp]), kblock=kb[sp])
-        acc_o[frozen] = tb.emit("accumulate_pv", rows[frozen], slot, br * d, vec, deps=(pv[frozen], o_src[frozen]),
+        acc_o[sp] = tb.emit("accumulate_o", rows[sp], slot, br * d, state, deps=(pv[sp], o_src[sp]), kblock=kb[sp])
+        acc_o[frozen] = tb.emit("accumulate_pv", rows[frozen], slot, br * d, state, deps=(pv[frozen], o_src[frozen]),
                                 kblock=kb[frozen])
         self.writer["m"][rows] = m_src
         self.writer["l"][rows] = acc_l
@@ -346,7 +367,7 @@ class _Loop:
     def finish(self, algo: str) -> EngineResult:
         t, tb, rows = self.t, self.tb, np.arange(self.t.n_rows)
         last = t.n_kblocks + 1
-        norm = tb.emit("normalize", rows, last, t.block_q * t.head_dim, self.prec.vector,
+        norm = tb.emit("normalize", rows, last, t.block_q * t.head_dim, self.state_dtype,
                        deps=(self.writer["o"], self.writer["l"]))
         tb.emit("store_o", rows, last, self._bytes(t.block_q, "o"), self.prec.vector, deps=(norm,))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):

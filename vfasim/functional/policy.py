@@ -13,6 +13,18 @@ Assumptions:
   (the BLASST talk); the row-skip variant applies the same test per row.
 - BSFA keeps the diagonal (local) block always and any other block whose max
   reaches the calibrated threshold of its (head, query block).
+
+Mitigations (``MITIGATIONS``) are this project's own options, not the paper's: changes a
+kernel author could adopt against the failures ``checks`` attributes. Each is off by default:
+- ``protect_special``: skipping rules never skip the sink block or the local block, so every
+  row keeps at least those (against ``no_block_visited``);
+- ``minit_clamp``: m-init is clamped to scale·‖q‖·max‖k‖ over the visible keys, an upper bound
+  of every true score (Cauchy–Schwarz), so it never overshoots by more than that bound does;
+- ``minit_margin``: m-init is lowered by this many natural-log units (against ``p_underflow``
+  and ``p_cast_underflow``; too large a margin risks ``exp_overflow`` on frozen blocks);
+- ``fp32_state``: l and O are accumulated and normalised in fp32 on a 16-bit vector side;
+- ``p_bf16``: P is cast to bf16, unscaled, for the PV matmul (against ``p_cast_underflow`` of
+  8- and 4-bit P), and PV runs at the bf16 matmul rate.
 """
 
 from __future__ import annotations
@@ -46,6 +58,11 @@ class Policy:
     key_summary: str = "sabsmax"  # per-dimension summary of a key block for m-init
     q_summary: str | None = None  # block-wise m-init: one summary of Q_i broadcast to its rows
     exp_emulation: float = 0.0  # FA4: fraction of each tile's exps computed by polynomial on the vector ALUs
+    protect_special: bool = False  # mitigation: never skip the sink and local blocks
+    minit_clamp: bool = False  # mitigation: m-init <= scale·|q|·max|k|
+    minit_margin: float = 0.0  # mitigation: m-init lowered by this much (natural log)
+    fp32_state: bool = False  # mitigation: l and O in fp32 on a 16-bit vector side
+    p_bf16: bool = False  # mitigation: P cast to bf16 (unscaled) for PV
 
     def __post_init__(self) -> None:
         _one_of("skip", self.skip, SKIPS)
@@ -56,6 +73,8 @@ class Policy:
             raise VfasimError(f"exp_emulation must lie in [0, 1), got {self.exp_emulation}")
         if self.rescale_threshold is not None and not self.rescale_threshold >= 0:
             raise VfasimError(f"rescale_threshold must be >= 0, got {self.rescale_threshold}")
+        if not (0.0 <= self.minit_margin < math.inf):
+            raise VfasimError(f"minit_margin must be a finite number >= 0, got {self.minit_margin}")
 
 
 ALGORITHMS: dict[str, Policy] = {
@@ -74,7 +93,11 @@ OPTION_SCOPE: dict[str, tuple[str, ...]] = {
     "minit": ("vfa", "vsa"), "reorder": ("vfa", "vsa"), "key_summary": ("vfa", "vsa"),
     "q_summary": ("vfa", "vsa"), "rescale_threshold": ("fa4", "blasst_fa4"),
     "exp_emulation": tuple(ALGORITHMS),
+    "protect_special": ("vsa", "blasst", "blasst_swa", "blasst_fa4", "blasst_rowskip"),
+    "minit_clamp": ("vfa", "vsa"), "minit_margin": ("vfa", "vsa"),
+    "fp32_state": tuple(ALGORITHMS), "p_bf16": tuple(ALGORITHMS),
 }
+MITIGATIONS: tuple[str, ...] = ("protect_special", "minit_clamp", "minit_margin", "fp32_state", "p_bf16")
 
 
 def policy_for(algo: str, **options) -> Policy:

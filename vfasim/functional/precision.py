@@ -103,6 +103,10 @@ class Precision:
         res = quant.quantize(x, self.matmul, rule, axis=axis)
         return res.values, res.overflow, res.underflow
 
+    def for_p(self, bf16: bool) -> Precision:
+        """The precision P is cast with for PV: this one, or bf16 unscaled (a mitigation)."""
+        return Precision(matmul="bfloat16", vector=self.vector) if bf16 else self
+
     def p_cast_limit(self) -> float:
         """How far (natural log) P may sit below 1 before its cast leaves the format's normal range.
 

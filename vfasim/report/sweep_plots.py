@@ -68,6 +68,8 @@ def write_sweep(frame: pd.DataFrame, x: str, series: list[str], out: Path) -> li
     written += plot_metric(frame, x, series, "latency_cycles", out / "latency", "latency (cycles)")
     written += plot_metric(frame, x, series, "speedup", out / "speedup", f"speedup vs first {x}")
     written += plot_shares(frame, x, series, out / "shares")
+    if "verdict" in frame:
+        written += plot_pareto(frame, series + [x], out / "pareto")
     return written
 
 
@@ -87,6 +89,7 @@ def plot_metric(frame: pd.DataFrame, x: str, series: list[str], y: str, stem: Pa
         xs = [positions[v] for v in group[x]]
         line, = ax.plot(xs, group[y], label=name, lw=1.5)
         _mark_bottlenecks(ax, xs, list(group[y]), list(group["bottleneck_role"]), line.get_color())
+        _mark_verdicts(ax, xs, list(group[y]), list(group.get("verdict", [])))
     if reference is not None:
         ax.axhline(reference[0], color="grey", ls="--", lw=1)
         ax.annotate(reference[1], (0.01, reference[0]), xycoords=("axes fraction", "data"), va="bottom",
@@ -94,8 +97,71 @@ def plot_metric(frame: pd.DataFrame, x: str, series: list[str], y: str, stem: Pa
     _x_scale(ax, frame[x], positions, labels)
     ax.set(xlabel=x, ylabel=ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(handles=ax.get_legend_handles_labels()[0] + _role_handles(frame), fontsize=8)
+    ax.legend(handles=ax.get_legend_handles_labels()[0] + _role_handles(frame) + _verdict_handles(frame), fontsize=8)
     return _save(fig, stem)
+
+
+VERDICT_STYLE = {"broken": {"marker": "X", "color": "#c00000", "ms": 12, "ls": ""},
+                 "degraded": {"marker": "o", "mfc": "none", "color": "#e08000", "ms": 14, "ls": ""}}
+
+
+def _mark_verdicts(ax, xs: list, ys: list, verdicts: list[str]) -> None:
+    """Broken points get a red cross, degraded ones an orange ring: never hidden, never plain."""
+    for xv, yv, verdict in zip(xs, ys, verdicts):
+        if verdict in VERDICT_STYLE:
+            ax.plot([xv], [yv], zorder=5, **VERDICT_STYLE[verdict])
+
+
+def _verdict_handles(frame: pd.DataFrame) -> list:
+    present = set(frame.get("verdict", []))
+    return [Line2D([], [], label=f"numerics {v}", **VERDICT_STYLE[v]) for v in VERDICT_STYLE if v in present]
+
+
+def plot_pareto(frame: pd.DataFrame, series: list[str], stem: Path) -> list[Path]:
+    """Latency against output error, one point per run; broken runs drawn in a band above the rest.
+
+    Error is the relative error vs the float64 oracle (log scale). A broken run's error may be
+    NaN (non-finite outputs): it is drawn at the top band with a red cross and named, never
+    dropped. The dashed line joins the runs no other non-broken run beats on both axes.
+    """
+    fig = Figure(figsize=(7.5, 5))
+    ax = fig.subplots()
+    err = frame["rel_err_finite_only"].where(frame["verdict"] != "broken", other=frame["rel_err_vs_fp64"])
+    finite = err[frame["verdict"] != "broken"].dropna()
+    top = (finite.max() if not finite.empty else 1.0) * 4
+    for (name, group), color in zip(_groups(frame, [c for c in series if c in frame]), _colors()):
+        for i, row in group.iterrows():
+            broken = row["verdict"] == "broken"
+            y = top if broken or not math.isfinite(err[i]) else err[i]
+            style = VERDICT_STYLE.get(row["verdict"], {"marker": "o", "ls": "", "ms": 7})
+            ax.plot([row["latency_cycles"]], [y], **{**style, "color": "#c00000" if broken else color})
+            ax.annotate(name, (row["latency_cycles"], y), xytext=(4, 3), textcoords="offset points", fontsize=6,
+                        color="#c00000" if broken else color)
+    _frontier(ax, frame[frame["verdict"] != "broken"], err)
+    ax.axhline(top / 2, color="#c00000", lw=0.8, ls=":")
+    ax.annotate("broken (NaN/Inf or wrong rows) above this line", (0.01, top / 2), xycoords=("axes fraction", "data"),
+                va="bottom", fontsize=8, color="#c00000")
+    ax.set(xlabel="latency (cycles)", ylabel="relative error vs float64", yscale="log")
+    ax.grid(alpha=0.3)
+    ax.legend(handles=_verdict_handles(frame), fontsize=8, loc="lower right")
+    return _save(fig, stem)
+
+
+def _frontier(ax, ok: pd.DataFrame, err: pd.Series) -> None:
+    points = sorted((lat, err[i]) for i, lat in ok["latency_cycles"].items() if math.isfinite(err[i]))
+    front, best = [], math.inf
+    for lat, e in points:
+        if e < best:
+            front.append((lat, e))
+            best = e
+    if len(front) > 1:
+        ax.plot(*zip(*front), color="black", ls="--", lw=1, label="Pareto front")
+
+
+def _colors():
+    from itertools import cycle
+    from matplotlib import rcParams
+    return cycle(rcParams["axes.prop_cycle"].by_key()["color"])
 
 
 def plot_shares(frame: pd.DataFrame, x: str, series: list[str], stem: Path) -> list[Path]:
@@ -123,8 +189,11 @@ def _share_bars(ax, group: pd.DataFrame, x: str) -> None:
         ax.bar(pos, values, bottom=bottom, color=color, label=role, width=0.7)
         bottom = [b + v for b, v in zip(bottom, values)]
     roles = list(group["bottleneck_role"])
+    verdicts = list(group.get("verdict", [""] * len(group)))
     for i, role in enumerate(roles):
         ax.text(i, 1.01, role, ha="center", va="bottom", fontsize=7)
+        if verdicts[i] in VERDICT_STYLE:
+            ax.text(i, 1.12, verdicts[i], ha="center", va="bottom", fontsize=7, color=VERDICT_STYLE[verdicts[i]]["color"])
         if i and role != roles[i - 1]:
             ax.axvline(i - 0.5, color="black", ls="--", lw=1)
     ax.set_xticks(list(pos), [_label(v) for v in group[x]], fontsize=8)
