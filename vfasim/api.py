@@ -265,7 +265,8 @@ def _failures(result: EngineResult, ref: np.ndarray, base: EngineResult, p_cast_
     base_err = checks.error_vs_reference(base.out, ref)["rel_err_vs_fp64"]
     err = checks.row_errors(result.out, ref)
     bad = checks.bad_rows(err, checks.row_errors(base.out, ref))
-    gap = result.true_max.astype(np.float64) - result.used_max
+    with np.errstate(invalid="ignore"):  # inf - inf where a score overflowed
+        gap = result.true_max.astype(np.float64) - result.used_max
     cause = checks.row_causes(result.rows, bad, -gap, p_cast_limit)
     return {"base_rel_err": base_err, "bad_rows": int(bad.sum()),
             "bad_row_fraction": float(bad.mean()) if bad.size else 0.0,

@@ -161,7 +161,8 @@ def non_finite(out: np.ndarray) -> dict[str, int]:
 
 def frozen_max_stats(used_max: np.ndarray, true_max: np.ndarray) -> dict[str, float]:
     """How often (and by how much) the max a row's exp used sits below its true max."""
-    gap = true_max.astype(np.float64) - used_max.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # inf - inf where a score overflowed
+        gap = true_max.astype(np.float64) - used_max.astype(np.float64)
     below = gap > 0
     return {"frozen_max_below_true_rows": float(np.mean(below)),
             "frozen_max_largest_gap": float(np.max(gap[below], initial=0.0))}
@@ -169,7 +170,8 @@ def frozen_max_stats(used_max: np.ndarray, true_max: np.ndarray) -> dict[str, fl
 
 def gap_quantiles(used_max: np.ndarray, true_max: np.ndarray) -> dict[str, float]:
     """Distribution of (true row max − used max) over rows: >0 means the exp ran above 1."""
-    gap = (true_max.astype(np.float64) - used_max.astype(np.float64)).ravel()
+    with np.errstate(invalid="ignore"):
+        gap = (true_max.astype(np.float64) - used_max.astype(np.float64)).ravel()
     gap = gap[np.isfinite(gap)]
     if gap.size == 0:
         return {}

@@ -16,6 +16,9 @@ Assumptions:
   score tile for P (the whole P never exists).
 - Q/K/V arrive already quantised (their producer computed the scales); P's
   scales are computed in the kernel, as the ``quant_p`` vector op.
+- A non-finite value (an upstream overflow) in a scaled operand stays NaN and the
+  rest of its block is scaled without it; hardware would likely poison the whole
+  block's scale. The row is reported broken either way.
 """
 
 from __future__ import annotations
@@ -95,6 +98,10 @@ class Precision:
         if self.scaling[operand] == "none" and self.matmul == "float16":
             out = round_float16(x)
             return out, int(np.sum(np.isinf(out) & np.isfinite(x))), int(np.sum((out == 0) & (x != 0)))
+        bad = ~np.isfinite(x)
+        if bad.any():  # an upstream overflow: scale the rest, keep the damage visible as NaN
+            values, over, under = self.to_matmul(np.where(bad, np.float32(0), x), operand, axis)
+            return np.where(bad, np.float32(np.nan), values), over, under
         rule = self.rule(operand)
         if operand == "p" and rule.kind == "per_tensor":  # one scale per score tile
             flat = x.reshape(*x.shape[:-2], -1)

@@ -31,8 +31,8 @@ Counts:
 - underflow: nonzero inputs whose code is zero.
 
 Assumptions:
-- Inputs are taken as float32 (float64 is rounded to float32 first); NaN is refused,
-  and so is inf when a scale has to be computed.
+- Inputs are taken as float32 (float64 is rounded to float32 first); NaN and inf are
+  refused when a scale has to be computed, and pass through an unscaled cast.
 - per_block pads the last partial block logically with zeros (it does not change the
   block's amax); callers that need whole blocks use ``check_block_divides``.
 - An NVFP4 block scale that underflows e4m3 to 0 makes its block all zeros (counted as
@@ -169,8 +169,8 @@ def quantize(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1) -> Qua
 
 def _checked_input(x: np.ndarray, scaling: Scaling) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
-    if np.isnan(x).any():
-        raise VfasimError("quantize input contains NaN")
+    if scaling.kind != "none" and np.isnan(x).any():
+        raise VfasimError("quantize input contains NaN: no scale can be computed")
     if scaling.kind != "none" and np.isinf(x).any():
         raise VfasimError(f"quantize input contains inf: no {scaling.kind} scale can be computed")
     return x
