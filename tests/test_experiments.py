@@ -29,3 +29,16 @@ def test_accuracy_study_writes_every_variant(tmp_path):
         by["llm-like", "blasst lam=0.1"]["skipped_block_fraction"])
     assert by["llm-like", "vsa lam=0.001"]["paper_sparsity"] == "0.161"  # the paper's number sits beside ours
     assert (tmp_path / "results.md").read_text().startswith("| workload | variant |")
+
+
+def test_mitigation_study_shows_what_each_removes_and_costs(tmp_path):
+    spec = importlib.util.spec_from_file_location("mitigations", ROOT / "experiments" / "accuracy" / "mitigations.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    case = {"vsa": ("C4V16", "vsa", {"lam": 1e-3})}
+    rows = study.run_study(512, case, {k: study.MITIGATIONS[k] for k in ("none", "protect_special", "minit_clamp")})
+    by = {r["mitigation"]: r for r in rows}
+    assert "no_block_visited" in by["none"]["causes"] and "no_block_visited" not in by["protect_special"]["causes"]
+    assert by["protect_special"]["latency_vs_unmitigated"] > 1.0  # visiting the protected tiles costs cycles
+    study.write(rows, tmp_path)
+    assert (tmp_path / "mitigations.md").read_text().startswith("| case | mitigation | verdict |")

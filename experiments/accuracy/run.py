@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 from pathlib import Path
 
 import vfasim
@@ -31,9 +32,10 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     **{f"vsa lam={lam:g}": ("vsa", {"lam": lam}) for lam in LAMS_VSA},
     **{f"bsfa topk={k}": ("bsfa", {"topk": k}) for k in (2, 8)},
 }
-COLUMNS = ("workload", "variant", "rel_err_vs_fp64", "max_abs_err_vs_fp64", "nan_count",
+COLUMNS = ("workload", "variant", "verdict", "rel_err_vs_fp64", "max_abs_err_vs_fp64", "nan_count", "bad_rows",
            "frozen_max_below_true_rows", "skipped_block_fraction", "skipped_row_fraction",
-           "rescale_skip_fraction", "underflow_count", "latency_cycles", "paper_accuracy", "paper_sparsity")
+           "rescale_skip_fraction", "underflow_count", "causes", "latency_cycles", "paper_accuracy", "paper_sparsity")
+NUMERIC_COLUMNS = COLUMNS[2:13]
 
 
 def paper_rows() -> dict[str, dict[str, str]]:
@@ -45,7 +47,8 @@ def measure(workload: str, label: str, shape: dict, hw: str) -> dict:
     algo, opts = VARIANTS[label]
     r = vfasim.run(hw, algo, workload=workload, options=Options(**opts), **shape)
     paper = paper_rows().get(label, {})
-    return {"workload": workload, "variant": label, **{k: r.numerics[k] for k in COLUMNS[2:10]},
+    numerics = {**r.numerics, "causes": json.dumps(r.numerics["causes"])}
+    return {"workload": workload, "variant": label, **{k: numerics[k] for k in NUMERIC_COLUMNS},
             "latency_cycles": r.latency_cycles, "paper_accuracy": paper.get("paper_accuracy", ""),
             "paper_sparsity": paper.get("paper_sparsity", "")}
 
