@@ -11,11 +11,11 @@ Writes DIR/mitigations.csv and DIR/mitigations.md (default DIR: experiments/accu
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
 import vfasim
+from vfasim.report.tables import write_table
 
 HERE = Path(__file__).resolve().parent
 #: failing case -> (hw, algo, options)
@@ -64,18 +64,7 @@ def run_study(seq_len: int, cases=CASES, mitigations=MITIGATIONS) -> list[dict]:
 
 
 def write(rows: list[dict], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "mitigations.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_cell(row[c]) for c in COLUMNS) + " |" for row in rows]
-    (out / "mitigations.md").write_text("\n".join(lines) + "\n")
-
-
-def _cell(value) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
+    write_table(rows, COLUMNS, out / "mitigations")
 
 
 def main(argv: list[str] | None = None) -> None:

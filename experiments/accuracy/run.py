@@ -13,6 +13,7 @@ from pathlib import Path
 
 import vfasim
 from vfasim.api import Options
+from vfasim.report.tables import write_table
 
 HERE = Path(__file__).resolve().parent
 LAMS_BLASST = (0.1, 0.3, 0.5, 0.9)
@@ -58,18 +59,7 @@ def run_study(shape: dict, hw: str = "C16V32", workloads=("llm-like", "random"),
 
 
 def write(rows: list[dict], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_cell(row[c]) for c in COLUMNS) + " |" for row in rows]
-    (out / "results.md").write_text("\n".join(lines) + "\n")
-
-
-def _cell(value) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
+    write_table(rows, COLUMNS, out / "results")
 
 
 def main(argv: list[str] | None = None) -> None:
