@@ -88,16 +88,29 @@ def test_script_writes_one_row_per_source_and_block(tmp_path: Path) -> None:
     w = make_workload("random", 130, 16, heads=2, seed=1)
     np.savez(f, q=w.q, k=w.k, v=w.v)
     stats.main(["--seq-len", "192", "--head-dims", "16", "--heads", "1", "--seeds", "1",
-                "--blocks", "64,32", "--qkv", str(f), "--pool", "--out", str(tmp_path / "out")])
+                "--blocks", "64,32", "--qkv", str(f), "--pool", "--figure", "--out", str(tmp_path / "out")])
     with open(tmp_path / "out" / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["source"], r["block"]) for r in rows] == [
-        (s, b) for s in ("llm-like", "random", "cap", "pooled") for b in ("64", "32")]
+        (s, b) for s in ("llm-like", "llm-like-prev", "random", "cap", "pooled") for b in ("64", "32")]
+    assert (tmp_path / "out" / "overshoot_tail.png").read_bytes()[:4] == b"\x89PNG"
     for r in rows:
         fractions = [float(r[c]) for c in ("max_in_sink", "max_in_local", "max_elsewhere")]
         assert sum(fractions) == pytest.approx(1.0) and min(fractions) >= 0
         assert float(r["over_p1"]) <= float(r["over_p50"]) <= float(r["over_p99"]) <= float(r["over_max"])
-    assert rows[4]["rows"] == str(2 * 130)
+    assert rows[6]["rows"] == str(2 * 130)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workloads", "nope"], "unknown workload(s) nope"),
+    (["--workloads", "", "--qkv", "missing.npz"], "missing.npz: file not found"),
+])
+def test_script_bad_input_one_line_exit_2(tmp_path: Path, capsys, args, message) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        stats.main([*args, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("error: ") and message in err
+    assert not (tmp_path / "out").exists()
 
 
 # ---------------------------------------------------------------- capture

@@ -23,14 +23,16 @@ import argparse
 import csv
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from vfasim.errors import VfasimError
 from vfasim.functional.policy import summarize_keys
 from vfasim.functional.tiling import Tiling
-from vfasim.workloads import Workload, load_qkv, make_workload
+from vfasim.workloads import LlmLikeKnobs, Workload, llm_like_workload, load_qkv, random_workload
 
 HERE = Path(__file__).resolve().parent
 #: exp(x) rounds to 0 in float16 below ln(2**-25) (half the smallest subnormal, ties to even)
@@ -38,6 +40,13 @@ FP16_EXP_ZERO = 25 * math.log(2)
 #: exp(x) rounds to inf in float16 at and above ln(65520) (halfway past the largest finite, 65504)
 FP16_EXP_INF = math.log(65520)
 QUANTILES = (1, 10, 50, 90, 99)
+#: the llm-like defaults before they were recalibrated against captured MiniLM heads
+PREVIOUS_KNOBS = LlmLikeKnobs(outlier_factor=6.0, key_offset_strength=0.0, query_offset_strength=0.0)
+GENERATORS = {
+    "llm-like": llm_like_workload,
+    "llm-like-prev": lambda *a, **kw: llm_like_workload(*a, **kw, knobs=PREVIOUS_KNOBS),
+    "random": random_workload,
+}
 COLUMNS = (
     "source", "head_dim", "seq_len", "heads", "block", "causal", "rows",
     "over_p1", "over_p10", "over_p50", "over_p90", "over_p99", "over_max",
@@ -117,14 +126,14 @@ def summarize(rows: dict[str, np.ndarray]) -> dict[str, float]:
     return out
 
 
-def measure(source: str, ws: list[Workload], block: int, causal: bool) -> dict:
-    """One table row: the statistics of every row of the workloads, pooled."""
+def measure(source: str, ws: list[Workload], block: int, causal: bool) -> tuple[dict, np.ndarray]:
+    """One table row (statistics of every row of the workloads, pooled) and the rows' overshoots."""
     parts = [workload_rows(w, block, causal) for w in ws]
     rows = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
     shape = {"source": source, "head_dim": shared(ws, "head_dim"), "seq_len": shared(ws, "seq_len"),
              "heads": sum(w.heads for w in ws), "block": block, "causal": causal,
              "rows": int(rows["true_max"].size)}
-    return {**shape, **summarize(rows)}
+    return {**shape, **summarize(rows)}, rows["minit"] - rows["true_max"]
 
 
 def shared(ws: list[Workload], attr: str) -> int | str:
@@ -135,7 +144,7 @@ def shared(ws: list[Workload], attr: str) -> int | str:
 
 def synthetic(name: str, seq_len: int, head_dim: int, heads: int, seeds: range) -> Workload:
     """Several seeds of a generator stacked as extra heads (each seed draws its own heads)."""
-    ws = [make_workload(name, seq_len, head_dim, heads=heads, seed=s) for s in seeds]
+    ws = [GENERATORS[name](seq_len, head_dim, heads=heads, seed=s) for s in seeds]
     return Workload(name, *(np.concatenate([getattr(w, a) for w in ws]) for a in ("q", "k", "v")))
 
 
@@ -154,6 +163,29 @@ def write(rows: list[dict], out: Path) -> None:
     os.replace(f.name, out / "results.md")
 
 
+def plot_tails(curves: dict[str, np.ndarray], path: Path) -> None:
+    """Fraction of rows whose overshoot exceeds x, per source (log scale), written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for label, over in curves.items():
+        x = np.sort(over)
+        ax.step(x, 1.0 - np.arange(1, x.size + 1) / x.size, where="post", label=label)
+    ax.axvline(FP16_EXP_ZERO, color="k", linestyle="--", linewidth=0.8)
+    ax.text(FP16_EXP_ZERO, 0.5, " fp16: every exp of the row is 0", fontsize=8)
+    ax.set(yscale="log", xlabel="overshoot = m-init - row max (scaled-score units)",
+           ylabel="fraction of rows above x", ylim=(1e-5, 1.0))
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".png") as f:
+        fig.savefig(f, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(f.name, path)
+
+
 def cell(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
@@ -165,25 +197,45 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--heads", type=int, default=2, help="heads per seed")
     p.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 of each generator")
     p.add_argument("--blocks", default="128", help="comma-separated query and key block sizes")
-    p.add_argument("--workloads", default="llm-like,random", help="generators ('' for none)")
+    p.add_argument("--workloads", default="llm-like,llm-like-prev,random",
+                   help=f"comma-separated generators of {', '.join(GENERATORS)} ('' for none)")
     p.add_argument("--qkv", type=Path, nargs="*", default=[], help="captured .npz/.npy files, one row each")
     p.add_argument("--pool", action="store_true", help="add a row pooling every --qkv file")
     p.add_argument("--no-causal", dest="causal", action="store_false")
+    p.add_argument("--figure", action="store_true", help="also write overshoot_tail.png (first block size)")
     p.add_argument("--out", type=Path, default=HERE / "out")
     return p.parse_args(argv)
 
 
+def sources_of(args: argparse.Namespace) -> list[tuple[str, list[Workload]]]:
+    """(label, workloads) of every generator x head dim, every --qkv file, and the pooled files."""
+    names = [n for n in args.workloads.split(",") if n]
+    unknown = [n for n in names if n not in GENERATORS]
+    if unknown:
+        raise VfasimError(f"unknown workload(s) {', '.join(unknown)}; valid: {', '.join(GENERATORS)}")
+    sources = [(name, [synthetic(name, args.seq_len, int(dim), args.heads, range(args.seeds))])
+               for name in names for dim in args.head_dims.split(",")]
+    captured = [(path.stem, [load_qkv(path)]) for path in args.qkv]
+    return sources + captured + ([("pooled", [w for _, (w,) in captured])] if args.pool else [])
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     args = parse(argv)
-    sources = [(name, [synthetic(name, args.seq_len, int(dim), args.heads, range(args.seeds))])
-               for name in filter(None, args.workloads.split(",")) for dim in args.head_dims.split(",")]
-    captured = [(path.stem, [load_qkv(path)]) for path in args.qkv]
-    sources += captured + ([("pooled", [w for _, (w,) in captured])] if args.pool else [])
+    try:
+        sources = sources_of(args)
+    except (VfasimError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     blocks = [int(b) for b in args.blocks.split(",")]
-    rows = [measure(name, ws, block, args.causal) for name, ws in sources for block in blocks]
-    write(rows, args.out)
+    measured = [measure(name, ws, block, args.causal) for name, ws in sources for block in blocks]
+    write([row for row, _ in measured], args.out)
+    if args.figure:  # first block size only; with --pool, the pooled files stand for each file
+        hidden = {path.stem for path in args.qkv} if args.pool else set()
+        curves = {f"{r['source']}, d={r['head_dim']}, block {r['block']}": over for r, over in measured
+                  if r["block"] == blocks[0] and r["source"] not in hidden}
+        plot_tails(curves, args.out / "overshoot_tail.png")
     print((args.out / "results.md").read_text(), end="")
-    return rows
+    return [row for row, _ in measured]
 
 
 if __name__ == "__main__":
