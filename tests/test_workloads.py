@@ -199,6 +199,18 @@ def test_knobs_change_only_their_part() -> None:
     assert 0 < changed_rows < 0.05 * SEQ
 
 
+def test_key_offset_is_one_vector_shared_by_every_key() -> None:
+    base = llm_like_workload(SEQ, 16, seed=3)
+    plain = llm_like_workload(SEQ, 16, seed=3, knobs=LlmLikeKnobs(key_offset_strength=0.0,
+                                                                  query_offset_strength=0.0))
+    dk, dq = (base.k[0] - plain.k[0]).astype(np.float64), (base.q[0] - plain.q[0]).astype(np.float64)
+    np.testing.assert_allclose(dk, np.broadcast_to(dk[0], dk.shape), atol=1e-5)
+    np.testing.assert_allclose(dq, np.broadcast_to(dq[0], dq.shape), atol=1e-5)
+    w = dk[0] / np.linalg.norm(dk[0])
+    assert np.linalg.norm(dk[0]) == pytest.approx(0.6 * 4.0, rel=1e-5)  # strength * sqrt(dim)
+    assert dq[0] @ w == pytest.approx(-0.45 * 4.0, rel=1e-5)  # queries pulled against it
+
+
 def test_planted_matches_cause_the_distant_middle_maxima() -> None:
     n = 2048
     with_matches = distant_middle_rows(llm_like_workload(n, 128))
@@ -210,15 +222,17 @@ def test_scaled_scores_in_realistic_range(llm: tuple[Workload, np.ndarray]) -> N
     _, s = llm
     row_max = s.max(axis=1)
     low, high = np.percentile(row_max, [1, 99])
-    assert 1.0 < low and high < 40.0
+    assert 0.0 < low and high < 40.0  # captured MiniLM heads: 1st percentile 0.9-2.6, 99th 6-66
     assert np.abs(s).max() < 100.0  # fp16 overflows at 65504
 
 
 def test_outlier_channels_and_norm_spread(llm: tuple[Workload, np.ndarray]) -> None:
     w, _ = llm
     channel_std = np.sort(w.k[0].std(axis=0))
-    assert channel_std[-4] > 1.5 * channel_std[-5]  # exactly four outlier channels
-    assert channel_std[-4] > 2.0 * np.median(channel_std)
+    plain = np.sort(llm_like_workload(SEQ, DIM, knobs=LlmLikeKnobs(outlier_channels=0)).k[0].std(axis=0))
+    # mild, as in captured MiniLM keys (4th largest channel std 1.2-1.3x the median)
+    assert 1.2 < channel_std[-4] / np.median(channel_std) < 2.0
+    assert channel_std[-4] / np.median(channel_std) > plain[-4] / np.median(plain) + 0.1
     norms = np.linalg.norm(w.q[0], axis=1)
     assert 0.2 < norms.std() / norms.mean() < 0.45
     flat = llm_like_workload(SEQ, DIM, knobs=LlmLikeKnobs(norm_sigma=0.0)).q[0]
