@@ -35,7 +35,7 @@ def test_mitigation_study_shows_what_each_removes_and_costs(tmp_path):
     spec = importlib.util.spec_from_file_location("mitigations", ROOT / "experiments" / "accuracy" / "mitigations.py")
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
-    case = {"vsa": ("C4V16", "vsa", {"lam": 1e-3})}
+    case = {"vsa": ("C4V16", "vsa", {"lam": 1e-3, "workload": "llm-like-stress"})}
     rows = study.run_study(512, case, {k: study.MITIGATIONS[k] for k in ("none", "protect_special", "minit_clamp")})
     by = {r["mitigation"]: r for r in rows}
     assert "no_block_visited" in by["none"]["causes"] and "no_block_visited" not in by["protect_special"]["causes"]

@@ -64,6 +64,13 @@ def test_undershoot_when_a_frozen_block_holds_the_max() -> None:
     assert summary["max_elsewhere"] == pytest.approx(4 / 6) and summary["max_in_local"] == pytest.approx(2 / 6)
 
 
+def test_stress_workload_overshoots_more_than_llm_like() -> None:
+    rows = {name: stats.measure(name, [make_workload(name, 512, 64, heads=2)], 128, True)[0]
+            for name in ("llm-like", "llm-like-stress")}
+    assert rows["llm-like-stress"]["over_pos_frac"] > 2 * rows["llm-like"]["over_pos_frac"]
+    assert rows["llm-like-stress"]["over_p99"] > rows["llm-like"]["over_p99"] + 3.0
+
+
 @pytest.mark.parametrize("causal", [True, False])
 def test_used_and_true_max_agree_with_the_engine(causal: bool) -> None:
     """The script's float64 m-init path reproduces the engine's VFA run at float32."""
@@ -92,7 +99,7 @@ def test_script_writes_one_row_per_source_and_block(tmp_path: Path) -> None:
     with open(tmp_path / "out" / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["source"], r["block"]) for r in rows] == [
-        (s, b) for s in ("llm-like", "llm-like-prev", "random", "cap", "pooled") for b in ("64", "32")]
+        (s, b) for s in ("llm-like", "llm-like-stress", "random", "cap", "pooled") for b in ("64", "32")]
     assert (tmp_path / "out" / "overshoot_tail.png").read_bytes()[:4] == b"\x89PNG"
     for r in rows:
         fractions = [float(r[c]) for c in ("max_in_sink", "max_in_local", "max_elsewhere")]

@@ -29,10 +29,10 @@ SEQ, DIM, BLOCK = 1024, 64, 128
 
 
 def test_registry_names() -> None:
-    assert list(WORKLOADS) == ["random", "llm-like"]
+    assert list(WORKLOADS) == ["random", "llm-like", "llm-like-stress"]
 
 
-@pytest.mark.parametrize("name", ["random", "llm-like"])
+@pytest.mark.parametrize("name", ["random", "llm-like", "llm-like-stress"])
 def test_shapes_dtypes_and_properties(name: str) -> None:
     w = make_workload(name, 48, 16, heads=3)
     assert w.name == name
@@ -42,7 +42,7 @@ def test_shapes_dtypes_and_properties(name: str) -> None:
     assert (w.heads, w.kv_heads, w.seq_len, w.kv_len, w.head_dim) == (3, 3, 48, 48, 16)
 
 
-@pytest.mark.parametrize("name", ["random", "llm-like"])
+@pytest.mark.parametrize("name", ["random", "llm-like", "llm-like-stress"])
 def test_same_seed_bit_identical_other_seed_differs(name: str) -> None:
     a, b, c = (make_workload(name, 96, 16, heads=2, seed=s) for s in (5, 5, 6))
     for x, y, z in ((a.q, b.q, c.q), (a.k, b.k, c.k), (a.v, b.v, c.v)):
@@ -50,7 +50,7 @@ def test_same_seed_bit_identical_other_seed_differs(name: str) -> None:
         assert not np.array_equal(x, z)
 
 
-@pytest.mark.parametrize("name", ["random", "llm-like"])
+@pytest.mark.parametrize("name", ["random", "llm-like", "llm-like-stress"])
 def test_heads_are_different_draws(name: str) -> None:
     w = make_workload(name, 64, 8, heads=2)
     assert not np.array_equal(w.q[0], w.q[1])
@@ -82,7 +82,7 @@ def test_llm_like_tiny_and_odd_sizes(seq_len: int, head_dim: int) -> None:
         ({"seq_len": True}, "seq_len"),
     ],
 )
-@pytest.mark.parametrize("name", ["random", "llm-like"])
+@pytest.mark.parametrize("name", ["random", "llm-like", "llm-like-stress"])
 def test_make_workload_rejects_bad_sizes(name: str, kwargs: dict[str, object], word: str) -> None:
     args: dict[str, object] = {"seq_len": 8, "head_dim": 4, "heads": 1, "seed": 0, **kwargs}
     pattern = rf"{word} must be an integer >= \d, got {kwargs[word]!r}"

@@ -32,7 +32,7 @@ import numpy as np
 from vfasim.errors import VfasimError
 from vfasim.functional.policy import summarize_keys
 from vfasim.functional.tiling import Tiling
-from vfasim.workloads import LlmLikeKnobs, Workload, llm_like_workload, load_qkv, random_workload
+from vfasim.workloads import WORKLOADS, Workload, load_qkv
 
 HERE = Path(__file__).resolve().parent
 #: exp(x) rounds to 0 in float16 below ln(2**-25) (half the smallest subnormal, ties to even)
@@ -40,13 +40,6 @@ FP16_EXP_ZERO = 25 * math.log(2)
 #: exp(x) rounds to inf in float16 at and above ln(65520) (halfway past the largest finite, 65504)
 FP16_EXP_INF = math.log(65520)
 QUANTILES = (1, 10, 50, 90, 99)
-#: the llm-like defaults before they were recalibrated against captured MiniLM heads
-PREVIOUS_KNOBS = LlmLikeKnobs(outlier_factor=6.0, key_offset_strength=0.0, query_offset_strength=0.0)
-GENERATORS = {
-    "llm-like": llm_like_workload,
-    "llm-like-prev": lambda *a, **kw: llm_like_workload(*a, **kw, knobs=PREVIOUS_KNOBS),
-    "random": random_workload,
-}
 COLUMNS = (
     "source", "head_dim", "seq_len", "heads", "block", "causal", "rows",
     "over_p1", "over_p10", "over_p50", "over_p90", "over_p99", "over_max",
@@ -144,7 +137,7 @@ def shared(ws: list[Workload], attr: str) -> int | str:
 
 def synthetic(name: str, seq_len: int, head_dim: int, heads: int, seeds: range) -> Workload:
     """Several seeds of a generator stacked as extra heads (each seed draws its own heads)."""
-    ws = [GENERATORS[name](seq_len, head_dim, heads=heads, seed=s) for s in seeds]
+    ws = [WORKLOADS[name](seq_len, head_dim, heads=heads, seed=s) for s in seeds]
     return Workload(name, *(np.concatenate([getattr(w, a) for w in ws]) for a in ("q", "k", "v")))
 
 
@@ -197,8 +190,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--heads", type=int, default=2, help="heads per seed")
     p.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 of each generator")
     p.add_argument("--blocks", default="128", help="comma-separated query and key block sizes")
-    p.add_argument("--workloads", default="llm-like,llm-like-prev,random",
-                   help=f"comma-separated generators of {', '.join(GENERATORS)} ('' for none)")
+    p.add_argument("--workloads", default="llm-like,llm-like-stress,random",
+                   help=f"comma-separated generators of {', '.join(WORKLOADS)} ('' for none)")
     p.add_argument("--qkv", type=Path, nargs="*", default=[], help="captured .npz/.npy files, one row each")
     p.add_argument("--pool", action="store_true", help="add a row pooling every --qkv file")
     p.add_argument("--no-causal", dest="causal", action="store_false")
@@ -210,9 +203,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def sources_of(args: argparse.Namespace) -> list[tuple[str, list[Workload]]]:
     """(label, workloads) of every generator x head dim, every --qkv file, and the pooled files."""
     names = [n for n in args.workloads.split(",") if n]
-    unknown = [n for n in names if n not in GENERATORS]
+    unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
-        raise VfasimError(f"unknown workload(s) {', '.join(unknown)}; valid: {', '.join(GENERATORS)}")
+        raise VfasimError(f"unknown workload(s) {', '.join(unknown)}; valid: {', '.join(WORKLOADS)}")
     sources = [(name, [synthetic(name, args.seq_len, int(dim), args.heads, range(args.seeds))])
                for name in names for dim in args.head_dims.split(",")]
     captured = [(path.stem, [load_qkv(path)]) for path in args.qkv]
