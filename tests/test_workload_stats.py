@@ -99,7 +99,7 @@ def test_script_writes_one_row_per_source_and_block(tmp_path: Path) -> None:
     with open(tmp_path / "out" / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["source"], r["block"]) for r in rows] == [
-        (s, b) for s in ("llm-like", "llm-like-stress", "random", "cap", "pooled") for b in ("64", "32")]
+        (s, b) for s in ("llm-like", "llm-like-stress", "random", "cap", "captured (pooled)") for b in ("64", "32")]
     assert (tmp_path / "out" / "overshoot_tail.png").read_bytes()[:4] == b"\x89PNG"
     for r in rows:
         fractions = [float(r[c]) for c in ("max_in_sink", "max_in_local", "max_elsewhere")]

@@ -169,8 +169,10 @@ def plot_tails(curves: dict[str, np.ndarray], path: Path) -> None:
         ax.step(x, 1.0 - np.arange(1, x.size + 1) / x.size, where="post", label=label)
     ax.axvline(FP16_EXP_ZERO, color="k", linestyle="--", linewidth=0.8)
     ax.text(FP16_EXP_ZERO, 0.5, " fp16: every exp of the row is 0", fontsize=8)
+    floor = 0.5 / max(over.size for over in curves.values())
+    left = min(np.percentile(over, 0.5) for over in curves.values())
     ax.set(yscale="log", xlabel="overshoot = m-init - row max (scaled-score units)",
-           ylabel="fraction of rows above x", ylim=(1e-5, 1.0))
+           ylabel="fraction of rows above x", ylim=(floor, 1.0), xlim=(left, None))
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".png") as f:
@@ -209,7 +211,7 @@ def sources_of(args: argparse.Namespace) -> list[tuple[str, list[Workload]]]:
     sources = [(name, [synthetic(name, args.seq_len, int(dim), args.heads, range(args.seeds))])
                for name in names for dim in args.head_dims.split(",")]
     captured = [(path.stem, [load_qkv(path)]) for path in args.qkv]
-    return sources + captured + ([("pooled", [w for _, (w,) in captured])] if args.pool else [])
+    return sources + captured + ([("captured (pooled)", [w for _, (w,) in captured])] if args.pool else [])
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
