@@ -1,8 +1,10 @@
 """How far VFA's m-init lands from the true row max, on synthetic and captured Q/K.
 
 Usage: python experiments/workload_stats/run.py [--seq-len 4096] [--head-dims 64,128]
-       [--heads 4] [--block 128] [--qkv FILE ...] [--no-causal] [--out DIR]
-Writes DIR/results.csv and DIR/results.md (default DIR: experiments/workload_stats/out).
+       [--heads 2] [--seeds 2] [--blocks 128,64] [--workloads llm-like,random]
+       [--qkv FILE ... [--pool]] [--no-causal] [--figure] [--out DIR]
+Writes DIR/results.csv and DIR/results.md (default DIR: experiments/workload_stats/out),
+and with --figure DIR/overshoot_tail.png. See README.md beside this file.
 
 Everything is computed in float64 straight from Q and K, with the engine's own
 block layout (``Tiling``) and key summaries (``summarize_keys``, signed absmax):
