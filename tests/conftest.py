@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+from vfasim.functional.stages import SOFTWARE_PIPELINE
 from vfasim.hw import HardwareConfig
 from vfasim.trace import DTYPE_CODE, KIND_CODE, Trace
 
@@ -71,8 +72,12 @@ def hand_trace(ops) -> Trace:
     deps = [d for *_, ds in ops for d in ds]
     dtype = [DTYPE_CODE["float16" if k in ("qk_matmul", "pv_matmul", "minit_matmul") else "float32"]
              for k, *_ in ops]
+    kind = np.array([KIND_CODE[k] for k, *_ in ops], np.uint8)
+    sched = SOFTWARE_PIPELINE.columns(kind)
+    untaken = ~np.isin(sched["free_buffer"], sched["take_buffer"])  # a hand trace may leave out V loads
+    sched["free_buffer"] = np.where(untaken, np.int8(-1), sched["free_buffer"])
     return Trace(
-        kind=np.array([KIND_CODE[k] for k, *_ in ops], np.uint8), dtype=np.array(dtype, np.uint8),
+        kind=kind, dtype=np.array(dtype, np.uint8), **sched,
         work=np.array([w for _, _, _, w, _ in ops], np.int64), row=np.zeros(n, np.int32),
         step=np.array([s for _, s, *_ in ops], np.int32), kblock=np.array([b for _, _, b, *_ in ops], np.int32),
         dep_ptr=np.concatenate([[0], np.cumsum([len(ds) for *_, ds in ops])]).astype(np.int64),

@@ -4,7 +4,11 @@ A trace is a columnar list of per-tile operations in *issue order* (head, query
 block, step of the key-block loop, then program order inside a tile). Each op
 carries work counts — MACs, elements or bytes, with the data type — never
 cycles, so one trace runs on every hardware config. Dependencies are explicit
-(CSR arrays) and always point to earlier ops.
+(CSR arrays) and always point to earlier ops. The engine also writes how its
+kernel is scheduled: each op's software-pipeline ``stage`` and the tile buffer
+it takes or frees (``take_buffer``/``free_buffer``, codes into ``BUFFERS``).
+The i-th op in issue order that takes buffer b holds one of the core's b
+buffers until the i-th op that frees b has ended.
 
 Assumptions:
 - One op is one tile-level instruction (e.g. "rowmax over a Br×Bc tile"); the
@@ -22,7 +26,7 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 
-TRACE_VERSION = 1
+TRACE_VERSION = 2
 
 #: op kind -> (class, unit). Order is program order inside one tile.
 OP_KINDS: dict[str, tuple[str, str]] = {
@@ -64,7 +68,36 @@ DTYPES: tuple[str, ...] = (
 )
 DTYPE_CODE: dict[str, int] = {name: i for i, name in enumerate(DTYPES)}
 
-COLUMNS = ("kind", "dtype", "work", "row", "step", "kblock")
+#: tile buffers an op may take or free; -1 in a buffer column means none
+BUFFERS: tuple[str, ...] = ("k", "v")
+NO_BUFFER = -1
+
+COLUMNS = ("kind", "dtype", "work", "row", "step", "kblock", "stage", "take_buffer", "free_buffer")
+
+
+@dataclass(frozen=True)
+class KindSchedule:
+    """Per op kind: software-pipeline stage, buffer taken, buffer freed (written by the engine)."""
+
+    stage: dict[str, int]
+    takes: dict[str, str] = field(default_factory=dict)
+    frees: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        missing = [k for k in KIND_NAMES if k not in self.stage]
+        if missing or not all(0 <= s < 256 for s in self.stage.values()):
+            raise VfasimError(f"invalid stage table: no stage in 0..255 for {', '.join(missing) or 'some kind'}")
+        for name, table in (("takes", self.takes), ("frees", self.frees)):
+            for kind, buf in table.items():
+                if kind not in KIND_CODE or buf not in BUFFERS:
+                    raise VfasimError(f"invalid stage table: {name}[{kind!r}] = {buf!r}")
+
+    def columns(self, kind: np.ndarray) -> dict[str, np.ndarray]:
+        """The ``stage``, ``take_buffer`` and ``free_buffer`` columns for ops of the given kinds."""
+        stage = np.array([self.stage[k] for k in KIND_NAMES], np.uint8)
+        take, free = (np.array([BUFFERS.index(t[k]) if k in t else NO_BUFFER for k in KIND_NAMES], np.int8)
+                      for t in (self.takes, self.frees))
+        return {"stage": stage[kind], "take_buffer": take[kind], "free_buffer": free[kind]}
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,6 +110,9 @@ class Trace:
     row: np.ndarray  # int32 (head, query block) in issue order
     step: np.ndarray  # int32 slot in the row: 0 prelude, 1..T visit steps, T+1 epilogue
     kblock: np.ndarray  # int32 key block of the tile, -1 outside tiles
+    stage: np.ndarray  # uint8 software-pipeline stage inside the tile's slot
+    take_buffer: np.ndarray  # int8 code into BUFFERS the op takes, -1 none
+    free_buffer: np.ndarray  # int8 code into BUFFERS the op frees, -1 none
     dep_ptr: np.ndarray  # int64, len n+1: deps of op i are dep_idx[dep_ptr[i]:dep_ptr[i+1]]
     dep_idx: np.ndarray  # int32, all < i
     meta: dict = field(default_factory=dict)
@@ -128,6 +164,17 @@ def validate(t: Trace) -> None:
     _check(bool(np.all(np.diff(t.dep_ptr) >= 0)) and t.dep_ptr[-1] == t.dep_idx.size, "dep_ptr not monotonic")
     owner = np.repeat(np.arange(n), np.diff(t.dep_ptr))
     _check(bool(np.all((t.dep_idx >= 0) & (t.dep_idx < owner))), "a dependency does not point to an earlier op")
+    _check(bool(np.all(t.stage[t.dep_idx] <= t.stage[owner])), "a dependency lies in a later stage than its op")
+    _check_buffers(t)
+
+
+def _check_buffers(t: Trace) -> None:
+    for col in (t.take_buffer, t.free_buffer):
+        _check(bool(np.all((col >= NO_BUFFER) & (col < len(BUFFERS)))), "buffer code out of range")
+    for b, name in enumerate(BUFFERS):
+        takes, frees = np.flatnonzero(t.take_buffer == b), np.flatnonzero(t.free_buffer == b)
+        _check(takes.size == frees.size, f"{takes.size} ops take buffer {name!r} but {frees.size} free it")
+        _check(bool(np.all(frees > takes)), f"buffer {name!r} is freed before it is taken")
 
 
 def _check(ok: bool, message: str) -> None:
@@ -143,10 +190,12 @@ class TraceBuilder:
     key (= issue order) and resolves keys to ids.
     """
 
-    def __init__(self, n_rows: int, n_steps: int, meta: dict | None = None) -> None:
+    def __init__(self, n_rows: int, n_steps: int, meta: dict | None = None, *,
+                 schedule: KindSchedule) -> None:
         self.n_slots = n_steps + 2
         self.n_rows = n_rows
         self.meta = dict(meta or {})
+        self.schedule = schedule
         self._parts: list[tuple[np.ndarray, int, np.ndarray, list[np.ndarray], np.ndarray]] = []
 
     def key(self, kind: str, rows: np.ndarray, step: int | np.ndarray) -> np.ndarray:
@@ -172,6 +221,7 @@ class TraceBuilder:
             raise VfasimError("invalid trace: the same op was emitted twice")
         id_of = _KeyIndex(keys[order])
         cols = _columns(self._parts, order, self.n_slots)
+        cols.update(self.schedule.columns(cols["kind"]))
         dep_ptr, dep_idx = _resolve_deps(self._parts, order, id_of)
         return Trace(**cols, dep_ptr=dep_ptr, dep_idx=dep_idx, meta=self.meta)
 

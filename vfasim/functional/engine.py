@@ -27,6 +27,7 @@ from tqdm import tqdm
 from vfasim.errors import VfasimError
 from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
 from vfasim.functional.precision import Precision
+from vfasim.functional.stages import SOFTWARE_PIPELINE
 from vfasim.functional.tiling import Tiling
 from vfasim.trace import Trace, TraceBuilder
 
@@ -128,7 +129,8 @@ class _Loop:
         self.skipped = np.zeros((n, bq), np.int32)
         self.flags = np.zeros((n, bq), np.uint8)
         self.p_cast_nonzero = np.zeros((n, bq), bool)
-        self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode))
+        self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode),
+                               schedule=SOFTWARE_PIPELINE)
         self.writer = {name: np.full(n, -1, np.int64) for name in ("m", "l", "o")}
 
     def _quantized(self, x: np.ndarray, operand: str, axis: int) -> np.ndarray:
