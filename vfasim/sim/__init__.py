@@ -1,4 +1,4 @@
-"""SimPy timing model: runs a trace on a configured core's pipelines."""
+"""Timing model: the static schedule of a trace on a configured core's pipelines, in closed form."""
 
 from vfasim.sim.engine import SCHEDULES, Timeline, op_cycles, simulate
 from vfasim.sim.stats import TimingStats, spans_frame, timing_stats

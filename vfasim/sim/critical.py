@@ -1,14 +1,14 @@
 """Critical-path attribution: which pipeline and op kind every cycle of the latency waits on.
 
-The path is walked back from the op that ends last. At each op, the *bounding*
-predecessor is the edge the op's start waited on: among its data dependencies
-and the schedule's order edges (stream order on its pipeline, K/V buffer reuse,
-or the single serial stream) the one that ends latest — in this model that end
-equals the op's start. Ties go to data dependencies first, then to the lower
-op id, so the path is deterministic. Every cycle of ``[0, latency)`` is then
-charged to the path op running at that moment; cycles when no path op runs are
-``idle`` (zero in this model, since an op starts as soon as its last
-predecessor ends; kept so the attribution always sums to the latency).
+The path is walked back from the op that ends last (the lowest id on a tie)
+along the record the timing model keeps: for every op, the predecessor whose
+end its start waited for and the kind of that edge (data dependency, pipeline
+stream, tile buffer, or a memory port in a chip model). Ties were settled when
+the record was made: data dependencies first, then the lower op id. Every
+cycle of ``[0, latency)`` is then charged to the path op running at that
+moment; cycles when no path op runs are ``idle`` (zero for one core, since an
+op starts as soon as its last predecessor ends; kept so the attribution always
+sums to the latency).
 
 Definitions (per pipeline, as reported in ``CriticalPath.pipelines``):
 - ``critical_cycles``: latency cycles during which the pipeline runs the path
@@ -19,11 +19,12 @@ Definitions (per pipeline, as reported in ``CriticalPath.pipelines``):
   speeding only that up saves nothing until the path moves.
 ``bound_by`` counts the path's edges by type: many ``stream`` edges mean ops
 queue for a busy pipeline (throughput-bound), many ``data`` edges mean a
-dependency chain (latency-bound), ``buffer`` edges mean too few score buffers.
+dependency chain (latency-bound), ``buffer`` edges mean too few score buffers,
+``port`` edges a contended memory port.
 
 Assumptions:
-- The timeline was produced by ``simulate`` for the same trace, hardware and
-  schedule; a predecessor ending after its dependant starts is refused.
+- The timeline was produced by ``simulate`` for the same trace and schedule;
+  a timeline whose record does not match its spans is refused.
 - Fused ops (zero cycles) can lie on the path; they carry no cycles.
 - First-order only: speeding up a path op can move the path elsewhere.
 """
@@ -36,11 +37,10 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 from vfasim.hw.config import HardwareConfig
-from vfasim.sim.engine import SCHEDULES, Timeline, schedule_edges
+from vfasim.sim.engine import Timeline
+from vfasim.sim.schedule import EDGE_KINDS, check_schedule
 from vfasim.trace import KIND_NAMES, Trace
 
-#: edge types, in tie-break preference order (data dependencies first)
-EDGE_KINDS: tuple[str, ...] = ("data", "stream", "buffer")
 IDLE = "idle"
 
 
@@ -66,35 +66,33 @@ class CriticalPath:
 
 def critical_path(trace: Trace, timeline: Timeline, hw: HardwareConfig,
                   schedule: str = "pipelined") -> CriticalPath:
-    """Walk back from the last op along bounding predecessors and attribute its cycles."""
-    if schedule not in SCHEDULES:
-        raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
-    parent, child, kind = schedule_edges(trace, hw, timeline.pipeline, schedule)
-    _check_timeline(timeline, parent, child)
-    bound, bound_kind = bounding_predecessors(len(trace), timeline.end_cycles, parent, child, kind)
-    path = _walk(bound, timeline.end_cycles)
-    return _attribute(trace, timeline, path, bound_kind)
+    """Walk back from the last op along what each op waited on and attribute its cycles.
+
+    ``hw`` is the config the timeline was made on; the timeline's record already holds all
+    the walk needs.
+    """
+    check_schedule(schedule)
+    waited_on, wait_kind = _wait_record(trace, timeline, schedule)
+    path = _walk(waited_on, timeline.end_cycles)
+    return _attribute(trace, timeline, path, wait_kind)
 
 
-def _check_timeline(timeline: Timeline, parent: np.ndarray, child: np.ndarray) -> None:
-    late = timeline.end_cycles[parent] > timeline.start_cycles[child]
+def _wait_record(trace: Trace, timeline: Timeline, schedule: str) -> tuple[np.ndarray, np.ndarray]:
+    """The timeline's record of what each op waited on, once it is checked against the spans."""
+    waited_on, wait_kind = timeline.waited_on, timeline.wait_kind
+    if waited_on is None or wait_kind is None:
+        raise VfasimError("timeline carries no record of what its ops waited on")
+    if timeline.schedule not in (None, schedule) or timeline.end_cycles.size != len(trace):
+        raise VfasimError(f"timeline does not match the trace/schedule: {timeline.end_cycles.size} ops "
+                          f"timed {timeline.schedule or 'by an unnamed schedule'}, asked for {len(trace)} "
+                          f"ops {schedule}")
+    waited = np.flatnonzero(waited_on >= 0)
+    late = timeline.end_cycles[waited_on[waited]] != timeline.start_cycles[waited]
     if np.any(late):
-        i = int(np.flatnonzero(late)[0])
-        raise VfasimError(f"timeline does not match the trace/schedule: op {child[i]} starts before "
-                          f"its predecessor {parent[i]} ends")
-
-
-def bounding_predecessors(n: int, end: np.ndarray, parent: np.ndarray, child: np.ndarray,
-                          kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per op, the predecessor that ends last (data first, then lower id) and its edge kind; -1 if none."""
-    order = np.lexsort((parent, kind, -end[parent], child))
-    first = np.flatnonzero(np.r_[True, child[order][1:] != child[order][:-1]]) if order.size else order
-    chosen = order[first]
-    bound = np.full(n, -1, np.int64)
-    bound_kind = np.full(n, -1, np.int8)
-    bound[child[chosen]] = parent[chosen]
-    bound_kind[child[chosen]] = kind[chosen]
-    return bound, bound_kind
+        i = int(waited[np.flatnonzero(late)[0]])
+        raise VfasimError(f"timeline does not match its record: op {i} does not start when op "
+                          f"{waited_on[i]}, which it waited for, ends")
+    return waited_on, wait_kind
 
 
 def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -103,8 +101,10 @@ def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
         return np.empty(0, np.int64)
     links = bound.tolist()
     path = [int(np.argmax(end))]  # argmax returns the first, i.e. lowest id, maximum
-    while links[path[-1]] >= 0:
+    while links[path[-1]] >= 0 and len(path) <= len(links):
         path.append(links[path[-1]])
+    if len(path) > len(links):
+        raise VfasimError("timeline's record of what ops waited on has a cycle")
     return np.array(path[::-1], np.int64)
 
 

@@ -1,0 +1,123 @@
+"""End cycles of a static schedule in closed form: each op ends at the latest end among its
+predecessors plus its own cycles, computed in one pass over the ops in issue order.
+
+The pass is a tight Python loop over two-input rows ``end = max(end[a], end[b]) + cycles``:
+an op with d > 2 predecessors becomes d − 2 zero-cycle rows that fold its predecessors
+pairwise, then its own row. Before that, predecessors that can never be the latest alone are
+dropped: duplicates, and ops of the op's own chain (see ``stream_chains``) before its stream
+predecessor, which end no later than that predecessor does. Ends live in an ``array('q')``
+(8 bytes each) and rows are handed to the loop in chunks, so memory stays a few tens of bytes
+per op.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+
+from vfasim.errors import VfasimError
+from vfasim.trace import KIND_NAMES, Trace
+
+_CHUNK = 8192  # rows converted to Python lists at a time
+
+
+def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.ndarray, chain: np.ndarray,
+               buffer: np.ndarray, schedule: str) -> np.ndarray:
+    """End of every op (by op id); ``order`` must be a topological order of all edges, or it is refused.
+
+    ``stream`` and ``buffer`` give each op's stream and buffer predecessor (-1 if none),
+    ``chain`` its chain (-1 if none).
+    """
+    table, stream_col = _predecessor_table(trace, order, stream, buffer)
+    _check_forward(trace, table, order, schedule)
+    pairs, last = _pairwise(table, stream_col, chain[order])
+    del table, stream_col
+    row_cycles = np.zeros(pairs.shape[0], np.int64)
+    row_cycles[last] = cycles[order]
+    end = np.empty(len(trace), np.int64)
+    end[order] = _relax(pairs, row_cycles)[last]
+    return end
+
+
+def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray,
+                       buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per issue position, predecessor positions + 1 (0 = none), and the stream predecessor's."""
+    n = len(trace)
+    pos = np.empty(n, np.int32)
+    pos[order] = np.arange(n, dtype=np.int32)
+    n_data = np.diff(trace.dep_ptr).astype(np.int32)
+    table = np.zeros((n, max(1, int((n_data + (stream >= 0) + (buffer >= 0)).max(initial=0)))), np.int32)
+    for j in range(int(n_data.max(initial=0))):
+        ops = np.flatnonzero(n_data > j)
+        table[pos[ops], j] = pos[trace.dep_idx[trace.dep_ptr[ops] + j]] + 1
+    for preds, col in ((stream, n_data), (buffer, n_data + (stream >= 0))):
+        ops = np.flatnonzero(preds >= 0)
+        table[pos[ops], col[ops]] = pos[preds[ops]] + 1
+    stream_col = np.where(stream >= 0, pos[stream] + 1, 0)[order]
+    return table, stream_col.astype(np.int32)
+
+
+def _check_forward(trace: Trace, table: np.ndarray, order: np.ndarray, schedule: str) -> None:
+    late = table > np.arange(table.shape[0])[:, None]  # a predecessor at or after its op's position
+    if np.any(late):
+        r, c = np.argwhere(late)[0]
+        op, pred = int(order[r]), int(order[table[r, c] - 1])
+        raise VfasimError(f"schedule {schedule!r} cannot run this trace: op {op} "
+                          f"({KIND_NAMES[trace.kind[op]]}) waits for op {pred} ({KIND_NAMES[trace.kind[pred]]}), "
+                          f"which is issued after it (a cycle of dependencies, streams and buffers)")
+
+
+def _pairwise(table: np.ndarray, stream_col: np.ndarray, chain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two-input rows in order (row r's end is slot r + 1; slot 0 ends at cycle 0), and each op's row."""
+    live = _live(table, stream_col, chain)
+    degree = live.sum(axis=1, dtype=np.int32)
+    last = np.cumsum(np.maximum(degree - 1, 1), dtype=np.int32) - 1
+    first = last - np.maximum(degree - 2, 0)
+    del degree
+    slot = np.concatenate([[0], last + 1]).astype(np.int32)  # position + 1 -> slot of its end
+    pairs = np.zeros((int(last[-1]) + 1 if last.size else 0, 2), np.int32)
+    for lo in range(0, table.shape[0], _CHUNK):
+        part = slice(lo, lo + _CHUNK)
+        _place(pairs, table[part], live[part], first[part], slot)
+    return pairs, last
+
+
+def _live(table: np.ndarray, stream_col: np.ndarray, chain: np.ndarray) -> np.ndarray:
+    """Mask of the predecessors the latest end can come from alone."""
+    live = table > 0
+    for c in range(table.shape[1]):
+        col = table[:, c]
+        own = (chain[np.maximum(col - 1, 0)] == chain) & (chain >= 0) & (col != stream_col)
+        live[:, c] &= ~own & ~np.any(table[:, :c] == col[:, None], axis=1)
+    return live
+
+
+def _place(pairs: np.ndarray, table: np.ndarray, live: np.ndarray, first: np.ndarray, slot: np.ndarray) -> None:
+    """Write the rows of some ops: predecessors 0 and 1 in their first row, each later one in a
+    row of its own that also takes the previous row's end."""
+    rank = np.zeros(table.shape[0], np.int32)  # live predecessors placed so far
+    for c in range(table.shape[1]):
+        ops = np.flatnonzero(live[:, c])
+        k, pred = rank[ops], slot[table[ops, c]]
+        head = k < 2
+        pairs[first[ops[head]], k[head]] = pred[head]
+        row = first[ops[~head]] + k[~head] - 1
+        pairs[row, 0], pairs[row, 1] = row, pred[~head]
+        rank[ops] += 1
+
+
+def _relax(pairs: np.ndarray, cycles: np.ndarray) -> np.ndarray:
+    """End of every row: the later of its two inputs' ends plus its cycles."""
+    ends = array("q", [0])  # slot 0 stands for "no predecessor": it ends at cycle 0
+    for lo in range(0, cycles.size, _CHUNK):
+        first, second = pairs[lo:lo + _CHUNK].T.tolist()
+        _relax_rows(ends, first, second, cycles[lo:lo + _CHUNK].tolist())
+    return np.frombuffer(ends, np.int64)[1:]
+
+
+def _relax_rows(ends: array, first: list[int], second: list[int], cycles: list[int]) -> None:
+    append = ends.append
+    for a, b, x in zip(first, second, cycles):
+        u, v = ends[a], ends[b]
+        append((u if u > v else v) + x)  # a conditional costs less than a call to max()

@@ -1,0 +1,130 @@
+"""The static schedule of a trace on one core: what each op costs, the issue order, what it waits on.
+
+Everything here is read from the trace's columns and the config; no op kind is
+named. An op waits on three kinds of edge (``EDGE_KINDS``; ``port`` is kept for
+arbitrated memory ports of a chip model and never made here):
+- data: its dependencies (``dep_ptr``/``dep_idx``);
+- stream: the op ``units`` places before it in its pipeline's in-order
+  instruction stream (``serial``: the op before it in issue order);
+- buffer: the i-th op taking a tile buffer waits for the (i − B)-th op freeing
+  it, B = ``score_buffers`` (``pipelined`` only).
+
+The ``pipelined`` issue order places an op in slot g + min(stage, B − 1), where
+g is the index of its tile (prelude ops take the index of their row's next
+tile, epilogue ops that of the last one, and g never decreases in issue
+order); within a slot, ops go by stage, then trace order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vfasim.errors import VfasimError
+from vfasim.hw.config import FUSED, HardwareConfig
+from vfasim.trace import BUFFERS, DTYPES, KIND_NAMES, OP_KINDS, Trace
+
+SCHEDULES = ("pipelined", "serial")
+#: what an op can wait on; codes are indices (data first: the tie-break order of the critical path)
+EDGE_KINDS: tuple[str, ...] = ("data", "stream", "buffer", "port")
+DATA, STREAM, BUFFER, PORT = range(len(EDGE_KINDS))
+
+
+def check_schedule(schedule: str) -> None:
+    if schedule not in SCHEDULES:
+        raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
+
+
+def op_cycles(trace: Trace, hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(pipeline index, -1 if fused; duration in cycles) of every op, priced by the op's own dtype."""
+    combo = trace.kind.astype(np.int64) * len(DTYPES) + trace.dtype
+    present = np.flatnonzero(np.bincount(combo, minlength=len(KIND_NAMES) * len(DTYPES)))
+    table = np.zeros((len(KIND_NAMES) * len(DTYPES), 5))  # pipeline, rate, factor, startup, overhead
+    table[:, 0] = -1
+    for code in present.tolist():
+        table[code] = _price(hw, KIND_NAMES[code // len(DTYPES)], DTYPES[code % len(DTYPES)])
+    pipe = table[combo, 0].astype(np.int16)
+    body = np.ceil(trace.work * table[combo, 2] / table[combo, 1])
+    cycles = (table[combo, 3] + body + table[combo, 4]).astype(np.int64)
+    return pipe, cycles
+
+
+def _price(hw: HardwareConfig, kind: str, dtype: str) -> tuple[float, ...]:
+    """(pipeline index, rate, work factor, startup, overhead) of ``kind`` ops in ``dtype``."""
+    name = hw.op_map[kind]
+    if name == FUSED:
+        return (-1, 1.0, 0.0, 0.0, 0.0)
+    p = hw.pipelines[name]
+    key = "bytes" if OP_KINDS[kind][1] == "bytes" else dtype
+    if key not in p.throughput:
+        raise VfasimError(f"{kind} ops in {dtype} have no rate on pipeline {name!r} of {hw.name} "
+                          f"(it has rates for {', '.join(p.throughput)})")
+    return (list(hw.pipelines).index(name), p.throughput[key], hw.work_factor.get(kind, 1.0),
+            p.startup_cycles, p.issue_overhead_cycles)
+
+
+def issue_order(trace: Trace, hw: HardwareConfig, schedule: str) -> np.ndarray:
+    """Op ids in the order the schedule issues them (see the module notes)."""
+    check_schedule(schedule)
+    if schedule == "serial":
+        return np.arange(len(trace), dtype=np.int32)
+    return stream_order(trace, hw.score_buffers).astype(np.int32)
+
+
+def stream_order(trace: Trace, buffers: int) -> np.ndarray:
+    """Op ids in software-pipelined issue order with ``buffers`` tiles in flight."""
+    tile = trace.tile_ids()
+    starts = (trace.kblock >= 0) & np.concatenate([[True], tile[1:] != tile[:-1]])[: len(trace)]
+    seen = np.cumsum(starts)  # tiles begun so far, in issue order
+    slot = np.maximum.accumulate(np.where(trace.step == 0, seen, seen - 1)) if len(trace) else seen
+    stage = trace.stage.astype(np.int64)
+    key = (slot + np.minimum(stage, buffers - 1)) * 256 + stage
+    return np.argsort(key, kind="stable")
+
+
+def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig,
+                  schedule: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per op, the op its stream issues ``units`` places before it (-1 if none), and its chain.
+
+    Ops of one chain (a pipeline's stream index mod ``units``; the whole core under
+    ``serial``) follow one another, so each ends no later than any later one starts.
+    Fused ops are in no chain (-1). Op ids fit int32, as in the trace's ``dep_idx``.
+    """
+    before = np.full(pipe.size, -1, np.int32)
+    if schedule == "serial":
+        before[1:] = np.arange(pipe.size - 1)
+        return before, np.zeros(pipe.size, np.int32)
+    chain = np.full(pipe.size, -1, np.int32)
+    offset = 0
+    for p, spec in enumerate(hw.pipelines.values()):
+        stream = order[pipe[order] == p]
+        if stream.size > spec.units:
+            before[stream[spec.units:]] = stream[: -spec.units]
+        chain[stream] = offset + np.arange(stream.size) % spec.units
+        offset += spec.units
+    return before, chain
+
+
+def buffer_predecessors(trace: Trace, buffers: int, schedule: str) -> np.ndarray:
+    """Per op, the op that frees the buffer it takes (B takes earlier); -1 if none."""
+    before = np.full(len(trace), -1, np.int32)
+    if schedule == "serial":
+        return before
+    for b in range(len(BUFFERS)):
+        takes, frees = np.flatnonzero(trace.take_buffer == b), np.flatnonzero(trace.free_buffer == b)
+        if takes.size > buffers:
+            before[takes[buffers:]] = frees[: takes.size - buffers]
+    return before
+
+
+def schedule_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray,
+                   schedule: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(parent, child, edge kind code) of every edge the schedule makes an op wait on."""
+    n = len(trace)
+    order = issue_order(trace, hw, schedule)
+    stream, _ = stream_chains(pipe, order, hw, schedule)
+    buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
+    ids = np.arange(n)
+    parts = [(trace.dep_idx, np.repeat(ids, np.diff(trace.dep_ptr)), DATA),
+             (stream[stream >= 0], ids[stream >= 0], STREAM), (buffer[buffer >= 0], ids[buffer >= 0], BUFFER)]
+    return (np.concatenate([p.astype(np.int64) for p, _, _ in parts]), np.concatenate([c for _, c, _ in parts]),
+            np.concatenate([np.full(p.size, k, np.int8) for p, _, k in parts]))
