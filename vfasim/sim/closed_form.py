@@ -1,6 +1,11 @@
 """End cycles of a static schedule in closed form: each op ends at the latest end among its
 predecessors plus its own cycles, computed in one pass over the ops in issue order.
 
+Issue order is a topological order of all edges for the engine's traces. Where a trace's
+buffer use runs against its issue order (a load that must wait for a buffer only a later
+op frees), the pass follows the topological order that issues the earliest-issued ready op
+first; a cycle — ops waiting on each other — is refused.
+
 The pass is a tight Python loop over two-input rows ``end = max(end[a], end[b]) + cycles``:
 an op with d > 2 predecessors becomes d − 2 zero-cycle rows that fold its predecessors
 pairwise, then its own row. Before that, predecessors that can never be the latest alone are
@@ -12,6 +17,7 @@ per op.
 
 from __future__ import annotations
 
+import heapq
 from array import array
 
 import numpy as np
@@ -24,13 +30,15 @@ _CHUNK = 8192  # rows converted to Python lists at a time
 
 def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.ndarray, chain: np.ndarray,
                buffer: np.ndarray, schedule: str) -> np.ndarray:
-    """End of every op (by op id); ``order`` must be a topological order of all edges, or it is refused.
+    """End of every op (by op id), visited in ``order`` (the issue order) where it is topological.
 
     ``stream`` and ``buffer`` give each op's stream and buffer predecessor (-1 if none),
     ``chain`` its chain (-1 if none).
     """
     table, stream_col = _predecessor_table(trace, order, stream, buffer)
-    _check_forward(trace, table, order, schedule)
+    if np.any(table > np.arange(table.shape[0])[:, None]):  # a predecessor at or after its op
+        order = _topological(trace, table, order, schedule)
+        table, stream_col = _predecessor_table(trace, order, stream, buffer)
     pairs, last = _pairwise(table, stream_col, chain[order])
     del table, stream_col
     row_cycles = np.zeros(pairs.shape[0], np.int64)
@@ -58,14 +66,30 @@ def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray,
     return table, stream_col.astype(np.int32)
 
 
-def _check_forward(trace: Trace, table: np.ndarray, order: np.ndarray, schedule: str) -> None:
-    late = table > np.arange(table.shape[0])[:, None]  # a predecessor at or after its op's position
-    if np.any(late):
-        r, c = np.argwhere(late)[0]
-        op, pred = int(order[r]), int(order[table[r, c] - 1])
-        raise VfasimError(f"schedule {schedule!r} cannot run this trace: op {op} "
-                          f"({KIND_NAMES[trace.kind[op]]}) waits for op {pred} ({KIND_NAMES[trace.kind[pred]]}), "
-                          f"which is issued after it (a cycle of dependencies, streams and buffers)")
+def _topological(trace: Trace, table: np.ndarray, order: np.ndarray, schedule: str) -> np.ndarray:
+    """Op ids in topological order, earliest-issued ready op first; a cycle is refused."""
+    n = table.shape[0]
+    child, col = np.nonzero(table)
+    parent = table[child, col] - 1
+    by_parent = np.argsort(parent, kind="stable")
+    children = child[by_parent].tolist()
+    ptr = np.searchsorted(parent[by_parent], np.arange(n + 1)).tolist()
+    waiting = np.count_nonzero(table, axis=1).tolist()
+    ready = [p for p in range(n) if waiting[p] == 0]
+    visited: list[int] = []
+    while ready:
+        p = heapq.heappop(ready)
+        visited.append(p)
+        for c in children[ptr[p]:ptr[p + 1]]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                heapq.heappush(ready, c)
+    if len(visited) < n:
+        stuck = [int(order[p]) for p in range(n) if waiting[p] > 0]
+        raise VfasimError(f"schedule {schedule!r} deadlocks: {len(stuck)} ops never start, from op {stuck[0]} "
+                          f"({KIND_NAMES[trace.kind[stuck[0]]]}) on: they wait on a cycle of dependencies, "
+                          f"streams and buffers")
+    return order[np.array(visited, np.int64)]
 
 
 def _pairwise(table: np.ndarray, stream_col: np.ndarray, chain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -16,17 +16,18 @@ Conventions (the tests pin these down):
   core has B buffers of each kind. ``serial``: one stream for the whole core,
   in issue order — no overlap at all. (``schedule.py`` has the details.)
 
-Method: ops are visited in issue order, which is a topological order of every
-edge above (checked: an edge against it — a cycle, e.g. an op that must wait
-for a buffer only a later op frees — is refused). Each op starts at the latest
-end among its predecessors (0 if none) and ends at start + cycles. This is
-exactly what an event simulation with each pipeline a resource of ``units``
-slots gives: op k of a stream waits for op k − units, so a pipeline's ops form
-``units`` chains (stream index mod units) and never more than ``units`` run at
-once; the resource never makes an op wait (a test checks the two agree). Each
-op records the predecessor whose end it waited for and the edge kind (ties:
-data dependencies, then stream, then buffer; lower op id first); the critical
-path is read from that record.
+Method: ops are visited in issue order, a topological order of every edge
+above (where a trace's buffer use runs against it, the earliest-issued-first
+topological order instead; a cycle is refused). Each op starts at the latest
+end among its predecessors (0 if none) and ends at start + cycles
+(``closed_form.py``). This is exactly what an event simulation with each
+pipeline a resource of ``units`` slots gives: op k of a stream waits for op
+k − units, so a pipeline's ops form ``units`` chains (stream index mod units)
+and never more than ``units`` run at once; the resource never makes an op wait
+(a test checks the two agree on random traces and cores). Each op records the
+predecessor whose end it waited for and the edge kind (ties: data
+dependencies, then stream, then buffer; lower op id first); the critical path
+is read from that record.
 
 A faster unit never slows the kernel: every end is a maximum over paths of a
 fixed graph of sums of op cycles, so no end grows when an op's cycles shrink.

@@ -1,0 +1,88 @@
+"""A plain SimPy reference of the core timing model, for tests only.
+
+One generator process per op waits for the events of all its predecessors (data
+dependencies, the op ``units`` places before it in its pipeline's stream, the op
+that frees the buffer it takes), then holds a slot of its pipeline, a
+``simpy.Resource`` of ``units`` slots, for its cycles. Written from the model's
+description and independently of ``vfasim.sim``: slow, but obviously right.
+"""
+
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from vfasim.hw.config import FUSED, HardwareConfig
+from vfasim.trace import BUFFERS, DTYPES, KIND_NAMES, OP_KINDS, Trace
+
+
+def reference_simulate(trace: Trace, hw: HardwareConfig, schedule: str) -> tuple[list[int], list[int]]:
+    """(start, end) cycles of every op."""
+    n = len(trace)
+    names = list(hw.pipelines)
+    pipe = [-1 if hw.op_map[KIND_NAMES[k]] == FUSED else names.index(hw.op_map[KIND_NAMES[k]])
+            for k in trace.kind.tolist()]
+    preds = predecessors(trace, hw, pipe, schedule)
+    env = simpy.Environment()
+    done = [env.event() for _ in range(n)]
+    slots = [simpy.Resource(env, capacity=p.units) for p in hw.pipelines.values()]
+    start, end = [0] * n, [0] * n
+
+    def op(i: int):
+        yield simpy.AllOf(env, [done[p] for p in preds[i]])
+        if pipe[i] >= 0:
+            with slots[pipe[i]].request() as slot:
+                yield slot
+                start[i] = env.now
+                yield env.timeout(price(trace, hw, i))
+        else:
+            start[i] = env.now
+        end[i] = env.now
+        done[i].succeed()
+
+    for i in range(n):
+        env.process(op(i))
+    env.run()
+    assert all(e.triggered for e in done), "reference deadlocked"
+    return start, end
+
+
+def price(trace: Trace, hw: HardwareConfig, i: int) -> int:
+    kind, dtype = KIND_NAMES[trace.kind[i]], DTYPES[trace.dtype[i]]
+    p = hw.pipelines[hw.op_map[kind]]
+    rate = p.throughput["bytes" if OP_KINDS[kind][1] == "bytes" else dtype]
+    body = math.ceil(int(trace.work[i]) * hw.work_factor.get(kind, 1.0) / rate)
+    return p.startup_cycles + body + p.issue_overhead_cycles
+
+
+def predecessors(trace: Trace, hw: HardwareConfig, pipe: list[int], schedule: str) -> list[set[int]]:
+    n = len(trace)
+    preds = [set(trace.deps_of(i).tolist()) for i in range(n)]
+    if schedule == "serial":
+        for i in range(1, n):
+            preds[i].add(i - 1)
+        return preds
+    order = issue_order(trace, hw.score_buffers)
+    for p, spec in enumerate(hw.pipelines.values()):
+        stream = [i for i in order if pipe[i] == p]
+        for k in range(spec.units, len(stream)):
+            preds[stream[k]].add(stream[k - spec.units])
+    for b in range(len(BUFFERS)):
+        takes = [i for i in range(n) if trace.take_buffer[i] == b]
+        frees = [i for i in range(n) if trace.free_buffer[i] == b]
+        for k in range(hw.score_buffers, len(takes)):
+            preds[takes[k]].add(frees[k - hw.score_buffers])
+    return preds
+
+
+def issue_order(trace: Trace, buffers: int) -> list[int]:
+    """Ops sorted by (tile index + min(stage, B - 1), stage, id); prelude ops take the next tile's index."""
+    keys, seen, g = [], 0, -math.inf
+    for i in range(len(trace)):
+        new_group = i == 0 or (trace.row[i], trace.step[i]) != (trace.row[i - 1], trace.step[i - 1])
+        seen += int(trace.kblock[i] >= 0 and new_group)
+        g = max(g, seen if trace.step[i] == 0 else seen - 1)
+        stage = int(trace.stage[i])
+        keys.append((g + min(stage, buffers - 1), stage, i))
+    return [i for *_, i in sorted(keys)]

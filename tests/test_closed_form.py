@@ -1,0 +1,143 @@
+"""The closed-form schedule against a plain SimPy reference on random traces and cores; the wait
+record; what is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vfasim.errors import VfasimError
+from vfasim.hw import HardwareConfig
+from vfasim.sim import simulate
+from vfasim.sim.schedule import schedule_edges
+from vfasim.trace import BUFFERS, DTYPES, KIND_CODE, KIND_NAMES, Trace
+
+from conftest import TWO_TILES, hand_trace, tiny_hw
+from reference_sim import reference_simulate
+
+BUFFER_PAIRS = (("load_k", "qk_matmul"), ("load_v", "pv_matmul"))
+OTHER_KINDS = [k for k in KIND_NAMES if all(k not in pair for pair in BUFFER_PAIRS)]
+
+
+@st.composite
+def traces(draw) -> Trace:
+    """Rows of prelude, 1-4 tiles and epilogue; random kinds, stages, dtypes, work and
+    dependencies (earlier ops of no later stage); K/V loads paired with their users."""
+    ops: list[tuple[str, int, int, int]] = []  # kind, row, step, key block
+    for row in range(draw(st.integers(1, 3))):
+        ops += [(k, row, 0, -1) for k in draw(st.lists(st.sampled_from(OTHER_KINDS), max_size=2, unique=True))]
+        tiles = draw(st.integers(1, 4))
+        for t in range(tiles):
+            kinds = set(draw(st.lists(st.sampled_from(OTHER_KINDS), min_size=1, max_size=4)))
+            for pair in BUFFER_PAIRS:
+                kinds |= set(pair) if draw(st.booleans()) else set()
+            ops += [(k, row, t + 1, t) for k in sorted(kinds, key=KIND_CODE.__getitem__)]
+        ops += [(k, row, tiles + 1, -1) for k in draw(st.lists(st.sampled_from(OTHER_KINDS), max_size=2, unique=True))]
+    stage = [draw(st.integers(0, 3)) for _ in ops]
+    deps = [draw(st.lists(st.sampled_from([j for j in range(i) if stage[j] <= stage[i]] or [-1]),
+                          max_size=3, unique=True)) for i in range(len(ops))]
+    deps = [[d for d in ds if d >= 0] for ds in deps]
+    takes = {load: b for (load, _), b in zip(BUFFER_PAIRS, range(len(BUFFERS)))}
+    frees = {use: b for (_, use), b in zip(BUFFER_PAIRS, range(len(BUFFERS)))}
+    kind = np.array([KIND_CODE[k] for k, *_ in ops], np.uint8)
+    return Trace(
+        kind=kind, dtype=np.array(draw(st.lists(st.integers(0, len(DTYPES) - 1), min_size=len(ops),
+                                                max_size=len(ops))), np.uint8),
+        work=np.array(draw(st.lists(st.integers(0, 200), min_size=len(ops), max_size=len(ops))), np.int64),
+        row=np.array([r for _, r, _, _ in ops], np.int32), step=np.array([s for _, _, s, _ in ops], np.int32),
+        kblock=np.array([b for *_, b in ops], np.int32), stage=np.array(stage, np.uint8),
+        take_buffer=np.array([takes.get(k, -1) for k, *_ in ops], np.int8),
+        free_buffer=np.array([frees.get(k, -1) for k, *_ in ops], np.int8),
+        dep_ptr=np.concatenate([[0], np.cumsum([len(d) for d in deps])]).astype(np.int64),
+        dep_idx=np.array([d for ds in deps for d in ds], np.int32))
+
+
+@st.composite
+def cores(draw) -> HardwareConfig:
+    """Four pipelines with rates for every dtype, 1-3 units each, any op kind on any of them or fused."""
+    roles = {"cube": "tensor", "vector": "vector", "exp": "exp", "mover": "memory"}
+    pipelines = {name: {"role": role, "units": draw(st.integers(1, 3)),
+                        "startup_cycles": draw(st.integers(0, 3)), "issue_overhead_cycles": draw(st.integers(0, 2)),
+                        "throughput": {d: draw(st.sampled_from([1, 3, 10, 40])) for d in (*DTYPES, "bytes")}}
+                 for name, role in roles.items()}
+    factors = draw(st.lists(st.sampled_from(KIND_NAMES), max_size=3, unique=True))
+    return HardwareConfig.model_validate({
+        "name": "random", "clock_ghz": 1.0, "score_buffers": draw(st.integers(1, 4)),
+        "precision": {"matmul": "float16", "vector": "float32"}, "pipelines": pipelines,
+        "op_map": {k: draw(st.sampled_from([*roles, *roles, "fused"])) for k in KIND_NAMES},
+        "work_factor": {k: draw(st.sampled_from([0.5, 2.5])) for k in factors}})
+
+
+SCHEDULE = st.sampled_from(["pipelined", "serial"])
+
+
+@given(traces(), cores(), SCHEDULE)
+def test_closed_form_equals_the_simpy_reference(trace, hw, schedule):
+    timeline = simulate(trace, hw, schedule)
+    start, end = reference_simulate(trace, hw, schedule)
+    assert timeline.start_cycles.tolist() == start
+    assert timeline.end_cycles.tolist() == end
+    assert timeline.total_cycles == max(end, default=0)
+
+
+@given(traces(), cores(), SCHEDULE)
+def test_each_op_records_the_edge_its_start_waited_for(trace, hw, schedule):
+    timeline = simulate(trace, hw, schedule)
+    parent, child, kind = schedule_edges(trace, hw, timeline.pipeline, schedule)
+    for op in range(len(trace)):
+        into = [(int(k), int(p)) for p, c, k in zip(parent, child, kind) if c == op]
+        binding = [(k, p) for k, p in into if timeline.end_cycles[p] == timeline.start_cycles[op]]
+        expected = min(binding, default=(-1, -1))  # data before stream before buffer, then the lower id
+        assert (timeline.wait_kind[op], timeline.waited_on[op]) == expected
+        assert timeline.start_cycles[op] == max((timeline.end_cycles[p] for _, p in into), default=0)
+
+
+def test_ops_are_priced_by_their_own_dtype():
+    trace = hand_trace(TWO_TILES[:3])
+    doc = tiny_hw().model_dump()
+    doc["pipelines"]["exp"]["throughput"]["float16"] = 30  # exp in float16 three times as fast
+    hw = HardwareConfig.model_validate(doc)
+    as_fp16 = Trace(**{**trace.__dict__, "dtype": np.where(trace.kind == KIND_CODE["exp"], DTYPES.index("float16"),
+                                                           trace.dtype).astype(np.uint8)})
+    assert simulate(trace, hw).end_cycles[2] - simulate(trace, hw).start_cycles[2] == 4  # 1 + 30 / 10
+    assert simulate(as_fp16, hw).end_cycles[2] - simulate(as_fp16, hw).start_cycles[2] == 2  # 1 + 30 / 30
+
+
+def test_a_dtype_the_pipeline_has_no_rate_for_is_refused():
+    trace = hand_trace(TWO_TILES[:3])
+    fp8 = Trace(**{**trace.__dict__, "dtype": np.full(3, DTYPES.index("float8_e4m3"), np.uint8)})
+    with pytest.raises(VfasimError, match=r"^qk_matmul ops in float8_e4m3 have no rate on pipeline 'cube' of tiny"):
+        simulate(fp8, tiny_hw())
+
+
+def test_a_load_waiting_on_a_later_op_runs_in_topological_order():
+    # One K buffer, two K loads in one tile: the second load waits for the first QK, which the
+    # issue order puts after it. No cycle: the mover idles until QK 1 (3..8) frees the buffer.
+    ops = [("load_k", 1, 0, 20, []), ("load_k", 1, 0, 20, []), ("qk_matmul", 1, 0, 40, [0]),
+           ("qk_matmul", 1, 0, 40, [1])]
+    trace, hw = hand_trace(ops), tiny_hw(score_buffers=1)
+    timeline = simulate(trace, hw)
+    assert list(zip(timeline.start_cycles, timeline.end_cycles)) == [(0, 3), (8, 11), (3, 8), (11, 16)]
+    assert reference_simulate(trace, hw, "pipelined") == ([0, 8, 3, 11], [3, 11, 8, 16])
+
+
+def test_a_cycle_is_refused():
+    # The first QK (which frees the one K buffer) consumes the second load, which needs that buffer.
+    ops = [("load_k", 1, 0, 20, []), ("load_k", 1, 0, 20, []), ("qk_matmul", 1, 0, 40, [1]),
+           ("qk_matmul", 1, 0, 40, [0])]
+    with pytest.raises(VfasimError, match=r"schedule 'pipelined' deadlocks: 3 ops never start, from op 1 \(load_k\)"):
+        simulate(hand_trace(ops), tiny_hw(score_buffers=1))
+    assert simulate(hand_trace(ops), tiny_hw(score_buffers=2)).total_cycles == 16
+
+
+@pytest.mark.parametrize("schedule", ["pipelined", "serial"])
+def test_units_run_side_by_side(schedule):
+    # Four exp ops of 4 cycles after one load, on two exp units: pairs overlap under pipelined only.
+    ops = [("load_q", 1, 0, 20, []), *[("exp", 1, 0, 30, [0])] * 4]
+    doc = tiny_hw().model_dump()
+    doc["pipelines"]["exp"]["units"] = 2
+    timeline = simulate(hand_trace(ops), HardwareConfig.model_validate(doc), schedule)
+    expected = {"pipelined": [3, 3, 7, 7], "serial": [3, 7, 11, 15]}[schedule]
+    assert timeline.start_cycles[1:].tolist() == expected
