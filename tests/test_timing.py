@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from vfasim.errors import VfasimError
+from vfasim.functional.stages import SOFTWARE_PIPELINE
 from vfasim.sim import simulate, spans_frame, timing_stats
+from vfasim.trace import KIND_CODE, KIND_NAMES, Trace
 
 from conftest import TWO_TILES, hand_trace, tiny_hw
 
@@ -65,3 +68,31 @@ def test_unknown_schedule_is_refused():
 def test_malformed_trace_is_refused():
     with pytest.raises(VfasimError, match="dependency does not point to an earlier op"):
         hand_trace([("load_k", 1, 0, 20, [1]), ("qk_matmul", 1, 0, 40, [])])
+
+
+def test_trace_schedule_columns_are_validated():
+    trace = hand_trace(TWO_TILES)
+    cols = trace.__dict__
+    with pytest.raises(VfasimError, match="a dependency lies in a later stage than its op"):
+        Trace(**{**cols, "stage": np.array([1, 0, 1, 2, 0, 0, 1, 2], np.uint8)})  # load K 1 (1) feeds QK 1 (0)
+    with pytest.raises(VfasimError, match="1 ops take buffer 'k' but 2 free it"):
+        Trace(**{**cols, "take_buffer": np.array([0, -1, -1, -1, -1, -1, -1, -1], np.int8)})
+    with pytest.raises(VfasimError, match="buffer 'k' is freed before it is taken"):
+        Trace(**{**cols, "take_buffer": np.array([-1, 0, -1, -1, -1, 0, -1, -1], np.int8),
+                 "free_buffer": np.array([0, -1, -1, -1, 0, -1, -1, -1], np.int8)})
+    with pytest.raises(VfasimError, match="buffer code out of range"):
+        Trace(**{**cols, "free_buffer": np.full(8, 5, np.int8)})
+
+
+def test_engine_traces_carry_the_software_pipeline_table():
+    from vfasim.functional import Tiling, run_engine
+
+    from conftest import rng_qkv
+
+    trace = run_engine(*rng_qkv(128, 16), Tiling(128, 128, 16, 32, 32, True), "vfa").trace
+    for name, code in KIND_CODE.items():
+        ops = trace.kind == code
+        assert np.all(trace.stage[ops] == SOFTWARE_PIPELINE.stage[name])
+    assert sorted(KIND_NAMES[k] for k in np.unique(trace.kind[trace.take_buffer >= 0])) == ["load_k", "load_v"]
+    assert sorted(KIND_NAMES[k] for k in np.unique(trace.kind[trace.free_buffer >= 0])) == ["pv_matmul", "qk_matmul"]
+    assert trace.version == 2
