@@ -11,7 +11,7 @@ an op with d > 2 predecessors becomes d − 2 zero-cycle rows that fold its pred
 pairwise, then its own row. Before that, predecessors that can never be the latest alone are
 dropped: duplicates, and ops of the op's own chain (see ``stream_chains``) before its stream
 predecessor, which end no later than that predecessor does. Ends live in an ``array('q')``
-(8 bytes each) and rows are handed to the loop in chunks, so memory stays a few tens of bytes
+(8 bytes each) and rows are handed to the loop in chunks, so the pass holds no Python object
 per op.
 """
 
@@ -39,12 +39,16 @@ def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.n
     if np.any(table > np.arange(table.shape[0])[:, None]):  # a predecessor at or after its op
         order = _topological(trace, table, order, schedule)
         table, stream_col = _predecessor_table(trace, order, stream, buffer)
-    pairs, last = _pairwise(table, stream_col, chain[order])
-    del table, stream_col
+    live = _live(table, stream_col, chain[order])
+    del stream_col
+    pairs, last = _pairwise(table, live)
+    del table, live
     row_cycles = np.zeros(pairs.shape[0], np.int64)
     row_cycles[last] = cycles[order]
+    row_ends = _relax(pairs, row_cycles)
+    del pairs, row_cycles
     end = np.empty(len(trace), np.int64)
-    end[order] = _relax(pairs, row_cycles)[last]
+    end[order] = row_ends[last]
     return end
 
 
@@ -62,8 +66,7 @@ def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray,
     for preds, col in ((stream, n_data), (buffer, n_data + (stream >= 0))):
         ops = np.flatnonzero(preds >= 0)
         table[pos[ops], col[ops]] = pos[preds[ops]] + 1
-    stream_col = np.where(stream >= 0, pos[stream] + 1, 0)[order]
-    return table, stream_col.astype(np.int32)
+    return table, np.where(stream >= 0, pos[stream] + 1, 0).astype(np.int32)[order]
 
 
 def _topological(trace: Trace, table: np.ndarray, order: np.ndarray, schedule: str) -> np.ndarray:
@@ -92,9 +95,8 @@ def _topological(trace: Trace, table: np.ndarray, order: np.ndarray, schedule: s
     return order[np.array(visited, np.int64)]
 
 
-def _pairwise(table: np.ndarray, stream_col: np.ndarray, chain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _pairwise(table: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two-input rows in order (row r's end is slot r + 1; slot 0 ends at cycle 0), and each op's row."""
-    live = _live(table, stream_col, chain)
     degree = live.sum(axis=1, dtype=np.int32)
     last = np.cumsum(np.maximum(degree - 1, 1), dtype=np.int32) - 1
     first = last - np.maximum(degree - 2, 0)

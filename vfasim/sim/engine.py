@@ -45,6 +45,7 @@ Assumptions:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,7 +109,8 @@ def _wait_record(trace: Trace, stream: np.ndarray, buffer: np.ndarray, start: np
     return waited_on, wait_kind
 
 
-def _predecessors(trace: Trace, stream: np.ndarray, buffer: np.ndarray, ops: np.ndarray):
+def _predecessors(trace: Trace, stream: np.ndarray, buffer: np.ndarray,
+                  ops: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     """(edge kind, predecessor of each op in ``ops`` or -1) for every predecessor slot."""
     first, count = trace.dep_ptr[ops], np.diff(trace.dep_ptr[ops[0]:ops[-1] + 2])
     for j in range(int(count.max(initial=0))):
