@@ -39,8 +39,8 @@ def traces(draw) -> Trace:
     deps = [draw(st.lists(st.sampled_from([j for j in range(i) if stage[j] <= stage[i]] or [-1]),
                           max_size=3, unique=True)) for i in range(len(ops))]
     deps = [[d for d in ds if d >= 0] for ds in deps]
-    takes = {load: b for (load, _), b in zip(BUFFER_PAIRS, range(len(BUFFERS)))}
-    frees = {use: b for (_, use), b in zip(BUFFER_PAIRS, range(len(BUFFERS)))}
+    takes = {load: BUFFERS.index(b) for (load, _), b in zip(BUFFER_PAIRS, "kv", strict=True)}
+    frees = {use: BUFFERS.index(b) for (_, use), b in zip(BUFFER_PAIRS, "kv", strict=True)}
     kind = np.array([KIND_CODE[k] for k, *_ in ops], np.uint8)
     return Trace(
         kind=kind, dtype=np.array(draw(st.lists(st.integers(0, len(DTYPES) - 1), min_size=len(ops),

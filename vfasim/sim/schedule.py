@@ -13,6 +13,13 @@ The ``pipelined`` issue order places an op in slot g + min(stage, B − 1), wher
 g is the index of its tile (prelude ops take the index of their row's next
 tile, epilogue ops that of the last one, and g never decreases in issue
 order); within a slot, ops go by stage, then trace order.
+
+Assumptions:
+- The core has B buffers of every kind in ``BUFFERS`` (K and V tiles), B = ``score_buffers``.
+- ``serial`` is one in-order stream for the whole core: it ignores ``units`` and buffers,
+  which cannot bind when nothing overlaps.
+- An op is priced at its pipeline's throughput for the op's dtype, or for ``bytes`` when its
+  work is counted in bytes; a missing rate is an error, never a fallback.
 """
 
 from __future__ import annotations
@@ -75,7 +82,7 @@ def stream_order(trace: Trace, buffers: int) -> np.ndarray:
     tile = trace.tile_ids()
     starts = (trace.kblock >= 0) & np.concatenate([[True], tile[1:] != tile[:-1]])[: len(trace)]
     seen = np.cumsum(starts)  # tiles begun so far, in issue order
-    slot = np.maximum.accumulate(np.where(trace.step == 0, seen, seen - 1)) if len(trace) else seen
+    slot = np.maximum.accumulate(np.where(trace.step == 0, seen, seen - 1))
     stage = trace.stage.astype(np.int64)
     key = (slot + np.minimum(stage, buffers - 1)) * 256 + stage
     return np.argsort(key, kind="stable")
