@@ -141,3 +141,21 @@ def test_units_run_side_by_side(schedule):
     timeline = simulate(hand_trace(ops), HardwareConfig.model_validate(doc), schedule)
     expected = {"pipelined": [3, 3, 7, 7], "serial": [3, 7, 11, 15]}[schedule]
     assert timeline.start_cycles[1:].tolist() == expected
+
+
+@pytest.mark.parametrize("algo", ["fa2", "vfa", "vsa"])
+@pytest.mark.parametrize("units", [1, 2])
+def test_engine_traces_match_the_reference(algo, units):
+    from vfasim.functional import Tiling, run_engine
+    from vfasim.hw import load_hw
+
+    from conftest import rng_qkv
+
+    trace = run_engine(*rng_qkv(96, 8), Tiling(96, 96, 8, 32, 16, True), algo, lam=0.05).trace
+    doc = load_hw("C16V32").model_dump()
+    doc["pipelines"] = {name: {**p, "units": units} for name, p in doc["pipelines"].items()}
+    doc["precision"] = {"matmul": "float16", "vector": "float32"}
+    hw = HardwareConfig.model_validate(doc)
+    for schedule in ("pipelined", "serial"):
+        timeline = simulate(trace, hw, schedule)
+        assert (timeline.start_cycles.tolist(), timeline.end_cycles.tolist()) == reference_simulate(trace, hw, schedule)
