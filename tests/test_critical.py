@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from vfasim.errors import VfasimError
 from vfasim.hw import HardwareConfig
-from vfasim.sim import simulate, timing_stats
+from vfasim.sim import Timeline, simulate, timing_stats
 from vfasim.sim.critical import critical_path
 from vfasim.trace import Trace
 
@@ -129,6 +131,18 @@ def test_a_timeline_from_another_schedule_is_refused():
         critical_path(trace, simulate(trace, hw, "serial"), hw, "pipelined")
     with pytest.raises(VfasimError, match="unknown schedule"):
         critical_path(trace, simulate(trace, hw), hw, "eager")
+
+
+def test_a_timeline_without_a_sound_wait_record_is_refused():
+    trace, hw = hand_trace(TWO_TILES), tiny_hw(score_buffers=2)
+    timeline = simulate(trace, hw)
+    bare = Timeline(timeline.start_cycles, timeline.end_cycles, timeline.pipeline, timeline.pipeline_names,
+                    timeline.total_cycles)
+    with pytest.raises(VfasimError, match="no record of what its ops waited on"):
+        critical_path(trace, bare, hw)
+    moved = dataclasses.replace(timeline, start_cycles=timeline.start_cycles + 1)
+    with pytest.raises(VfasimError, match="op 1 does not start when op 0, which it waited for, ends"):
+        critical_path(trace, moved, hw)
 
 
 def test_empty_trace_and_json_summary():
