@@ -7,8 +7,8 @@ cycles, so one trace runs on every hardware config. Dependencies are explicit
 (CSR arrays) and always point to earlier ops. The engine also writes how its
 kernel is scheduled: each op's software-pipeline ``stage`` and the tile buffer
 it takes or frees (``take_buffer``/``free_buffer``, codes into ``BUFFERS``).
-The i-th op in issue order that takes buffer b holds one of the core's b
-buffers until the i-th op that frees b has ended.
+The i-th op in issue order that takes a buffer of one kind holds one of the
+core's buffers of that kind until the i-th op that frees that kind has ended.
 
 Assumptions:
 - One op is one tile-level instruction (e.g. "rowmax over a Br×Bc tile"); the
