@@ -36,6 +36,14 @@ def test_two_buffers_let_the_cube_run_ahead():
         ("exp", "exp", 13, 17), ("pv_matmul", "cube", 18, 23)]
 
 
+def test_each_op_says_what_it_waited_for():
+    # Two buffers (spans above): PV 1 waits for QK 2 ahead of it on the cube (stream); PV 2's data
+    # dependency PV 1 and its stream predecessor are the same op, and the data edge wins the tie.
+    frame = spans_frame(hand_trace(TWO_TILES), simulate(hand_trace(TWO_TILES), tiny_hw(score_buffers=2)))
+    assert list(zip(frame["waited_on"], frame["wait"])) == [
+        (-1, ""), (0, "data"), (1, "data"), (5, "stream"), (0, "stream"), (1, "stream"), (5, "data"), (3, "data")]
+
+
 def test_serial_schedule_is_the_sum_of_op_cycles():
     frame = spans(hand_trace(TWO_TILES), tiny_hw(score_buffers=4), "serial")
     assert [(s, e) for *_, s, e in frame] == [(0, 3), (3, 8), (8, 12), (12, 17), (17, 20), (20, 25),

@@ -19,6 +19,7 @@ import numpy as np
 
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim.engine import Timeline
+from vfasim.sim.schedule import EDGE_KINDS
 from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
 
 if TYPE_CHECKING:
@@ -54,13 +55,18 @@ def timing_stats(trace: Trace, timeline: Timeline, hw: HardwareConfig) -> Timing
 
 
 def spans_frame(trace: Trace, timeline: Timeline) -> "pd.DataFrame":
-    """One row per op: kind, pipeline, row, step, key block, start, end (built once, on demand)."""
+    """One row per op: kind, pipeline, row, step, key block, start, end, and what the start waited
+    for (``waited_on`` op id or -1, ``wait`` edge kind or empty), built once, on demand."""
     names = np.array([*timeline.pipeline_names, "fused"])
     import pandas as pd  # only when a frame is asked for
 
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "op": np.array(KIND_NAMES)[trace.kind],
         "pipeline": names[timeline.pipeline],
         "row": trace.row, "step": trace.step, "kblock": trace.kblock,
         "start_cycles": timeline.start_cycles, "end_cycles": timeline.end_cycles,
     })
+    if timeline.waited_on is not None and timeline.wait_kind is not None:
+        frame["waited_on"] = timeline.waited_on
+        frame["wait"] = np.array([*EDGE_KINDS, ""])[timeline.wait_kind]
+    return frame
