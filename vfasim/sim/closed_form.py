@@ -26,6 +26,7 @@ from vfasim.errors import VfasimError
 from vfasim.trace import KIND_NAMES, Trace
 
 _CHUNK = 8192  # rows converted to Python lists at a time
+_PLACE_CHUNK = 16384  # ops whose rows are written with one set of array operations
 
 
 def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.ndarray, chain: np.ndarray,
@@ -103,19 +104,22 @@ def _pairwise(table: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarr
     del degree
     slot = np.concatenate([[0], last + 1]).astype(np.int32)  # position + 1 -> slot of its end
     pairs = np.zeros((int(last[-1]) + 1 if last.size else 0, 2), np.int32)
-    for lo in range(0, table.shape[0], _CHUNK):
-        part = slice(lo, lo + _CHUNK)
+    for lo in range(0, table.shape[0], _PLACE_CHUNK):
+        part = slice(lo, lo + _PLACE_CHUNK)
         _place(pairs, table[part], live[part], first[part], slot)
     return pairs, last
 
 
 def _live(table: np.ndarray, stream_col: np.ndarray, chain: np.ndarray) -> np.ndarray:
     """Mask of the predecessors the latest end can come from alone."""
-    live = table > 0
+    live = np.empty(table.shape, bool)
+    chained = chain >= 0
     for c in range(table.shape[1]):
         col = table[:, c]
-        own = (chain[np.maximum(col - 1, 0)] == chain) & (chain >= 0) & (col != stream_col)
-        live[:, c] &= ~own & ~np.any(table[:, :c] == col[:, None], axis=1)
+        keep = (col > 0) & ~((chain[np.maximum(col - 1, 0)] == chain) & chained & (col != stream_col))
+        for earlier in range(c):
+            keep &= col != table[:, earlier]
+        live[:, c] = keep
     return live
 
 
