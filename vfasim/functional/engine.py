@@ -345,10 +345,13 @@ class _Loop:
         load_v = tb.emit("load_v", rows, slot, self._bytes(bc, "v"), prec.matmul,
                          deps=(ops["load_k"], decided), kblock=kb)
         pv = tb.emit("pv_matmul", rows, slot, br * bc * d, p_fmt.matmul, deps=(cast, load_v), kblock=kb)
+        frozen = np.flatnonzero(~rescales)  # partial O handed from the cube to the vector side (fp32)
+        pv[sp] = tb.emit("move_o", rows[sp], slot, br * d * 4, "float32", deps=(pv[sp],), kblock=kb[sp])
+        pv[frozen] = tb.emit("move_pv", rows[frozen], slot, br * d * 4, "float32", deps=(pv[frozen],),
+                             kblock=kb[frozen])
         o_src = self.writer["o"][rows].copy()
         o_src[sp] = tb.emit("rescale_o", rows[sp], slot, br * d, state, deps=(factor[sp], o_src[sp]), kblock=kb[sp])
         acc_o = np.empty(rows.size, np.int64)
-        frozen = np.flatnonzero(~rescales)
         acc_o[sp] = tb.emit("accumulate_o", rows[sp], slot, br * d, state, deps=(pv[sp], o_src[sp]), kblock=kb[sp])
         acc_o[frozen] = tb.emit("accumulate_pv", rows[frozen], slot, br * d, state, deps=(pv[frozen], o_src[frozen]),
                                 kblock=kb[frozen])
