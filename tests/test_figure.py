@@ -1,49 +1,122 @@
-"""The latency-ratio figure: its CSV schema, every paper claim present, and a fit that can fail."""
+"""The latency-ratio figure: its files and claims schema, one model with `vfasim run`, the fit the
+configs hold, and the proofs the claims table relies on."""
 
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 
+import pytest
+
+import vfasim
 from vfasim.cli import main
-from vfasim.figure import ModelParams, Study, apply_params, claim_table, latency_ratio, paper_claims
+from vfasim.figure import latency_ratio
+from vfasim.figure.claims import Evaluator, Reading, paper_claims
+from vfasim.figure.fit import GRID, bounded_fit
+from vfasim.figure.params import ModelParams, apply_params, at_bound, params_of
+from vfasim.figure.study import PAPER_CONFIGS, Study
 from vfasim.hw import load_hw
-from vfasim.report.figure_plot import CSV_COLUMNS, write_latency_ratio
+from vfasim.report.figure_write import CLAIM_COLUMNS, write_latency_ratio
 
-TINY_GRID = {"rescale_factor": (1.0, 8.0), "o_in_cube": (False, True)}
+TINY_GRID = {"op_latency_cycles": (4, 32), "o_in_cube": (False, True)}
 
 
-def test_figure_writes_the_promised_files_and_every_claim(tmp_path):
-    result = latency_ratio(seq_len=256, grid=TINY_GRID, with_sensitivity=False)
+@pytest.fixture(scope="module")
+def configs():
+    return {name: load_hw(name) for name in PAPER_CONFIGS}
+
+
+@pytest.fixture(scope="module")
+def result():
+    return latency_ratio(seq_len=256, grid=TINY_GRID)
+
+
+def test_figure_writes_the_promised_files_and_every_claim(result, tmp_path):
     write_latency_ratio(result, tmp_path)
-    with open(tmp_path / "latency_ratio.csv", newline="") as f:
-        reader = csv.DictReader(f)
-        assert tuple(reader.fieldnames) == CSV_COLUMNS
-        rows = list(reader)
-    assert len(rows) == 12  # six configs x (FA, VFA)
-    base = next(r for r in rows if (r["hw"], r["algo"]) == ("C16V32", "fa2"))
-    assert float(base["tensor"]) == 1.0 and float(base["speedup_vs_c16v32_fa"]) == 1.0
     with open(tmp_path / "claims.csv", newline="") as f:
-        claims = {row["id"]: row for row in csv.DictReader(f)}
-    assert set(claims) == {c["id"] for c in paper_claims()}
-    assert {c["role"] for c in claims.values()} == {"fit", "held-out"}
-    for ext in ("png", "svg"):
-        assert (tmp_path / f"latency_ratio.{ext}").stat().st_size > 1000
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames) == CLAIM_COLUMNS
+        rows = list(reader)
+    primary = [r for r in rows if r["primary"] == "true"]
+    assert sorted(r["claim"] for r in primary) == sorted(c["id"] for c in paper_claims())
+    assert {(r["granularity"], r["head_dim"]) for r in primary} == {("block", "64")}
+    assert {(r["granularity"], r["head_dim"]) for r in rows} == {(g, d) for g in ("block", "sequence")
+                                                                 for d in ("64", "128")}
+    for r in rows:
+        assert r["met"] in ("true", "false")
+        assert (r["miss_class"] == "") == (r["met"] == "true"), r
+    assert {r["role"] for r in rows} == {"fit", "held-out"}
+    for name in ("latency_ratio.png", "latency_ratio.svg", "claims.md", "params.json", "exp_curve.csv"):
+        assert (tmp_path / name).stat().st_size > 100
 
 
-def test_the_fit_moves_toward_its_claims():
-    study = Study(seq_len=256)
-    default = claim_table(study.rows(ModelParams()))
-    costly = claim_table(study.rows(ModelParams(rescale_factor=8.0, reduction_factor=4.0)))
-    share = {c["id"]: c["model"] for c in default}
-    assert {c["id"]: c["model"] for c in costly}["P1a"] > share["P1a"]  # dearer vector work, larger FA share
+def test_every_ambiguous_claim_has_all_its_readings(result):
+    cell = [c for c in result.claims if (c["granularity"], c["head_dim"]) == ("block", 64)]
+    count = {cid: sum(c["claim"] == cid for c in cell) for cid in ("P1a", "P4b", "P5", "P6a", "P7")}
+    assert count == {"P1a": 1, "P4b": 1, "P5": 4, "P6a": 18, "P7": 12}
 
 
-def test_params_change_only_the_unknowns():
-    a, b = load_hw("C4V16"), apply_params(load_hw("C4V16"), ModelParams(o_in_cube=True, link_bytes_per_cycle=64))
-    assert a.precision == b.precision and a.pipelines["exp"] == b.pipelines["exp"]
-    assert b.op_map["accumulate_pv"] == "fused" and b.op_map["move_s"] == "link"
+def test_the_figure_reads_the_configs_as_they_are(configs):
+    """One model: writing the configs' own values back into each config changes nothing."""
+    held = params_of(configs)
+    for name, hw in configs.items():
+        assert apply_params(hw, held) == hw, name
 
 
-def test_unknown_claim_ids_are_refused(capsys):
-    assert main(["figure", "latency-ratio", "--fit", "P9", "--seq-len", "128"]) == 2
-    assert "unknown claim id(s) P9" in capsys.readouterr().err
+def test_the_configs_hold_the_bounded_fit(configs):
+    study = Study(configs, variants=("fa2", "vfa"), granularities=("block",), head_dims=(64,))
+    fitted, best_all = bounded_fit(study, {"P1a", "P1b", "P2", "P3a", "P3b", "P4a"}, 64, GRID)
+    assert fitted == params_of(configs)
+    assert best_all["met"] >= {"P1b", "P2", "P3b"}
+
+
+def test_vfasim_run_and_the_figure_agree(configs):
+    study = Study(configs, seq_len=256, variants=("fa2", "vfa"), granularities=("sequence",), head_dims=(128,))
+    meas = study.measurements()
+    for name in ("C16V32", "C4V16"):
+        for algo in ("fa2", "vfa"):
+            run = vfasim.run(name, algo, seq_len=256, head_dim=128)
+            m = meas["sequence", 128, name, algo]
+            assert m["overlapped"] == run.latency_cycles
+            assert m["vector_share"] == pytest.approx(run.shares["vector"], abs=1e-12)
+
+
+def test_doubling_exp_at_most_doubles_the_speedup(configs):
+    """The P7 proof: with a shared baseline, speedup(2xexp) <= 2 x speedup(C4V16)."""
+    study = Study(configs, seq_len=256, variants=("fa2", "vfa"))
+    meas, curve = study.measurements(), study.exp_curve()
+    claims = {c["id"]: c for c in paper_claims()}
+    for g, d in {(k[0], k[1]) for k in meas}:
+        ev = Evaluator(meas, curve, g, d)
+        for lat in ("stacked", "overlapped"):
+            for base in ("fa@C16V32", "vfa@C16V32"):
+                r = Reading(latency=lat, baseline=base, exp="doubled")
+                assert ev.value(claims["P7"], r) <= 2 * ev.value(claims["P6c"], r) + 1e-9
+
+
+def test_dearer_reductions_raise_fa_more_than_vfa(configs):
+    """VFA drops the row max on frozen tiles, so a costlier reduction widens the gap between their shares."""
+    study = Study(configs, variants=("fa2", "vfa"), granularities=("block",), head_dims=(64,))
+    cheap = {n: apply_params(hw, replace(params_of(configs), reduction_factor=1.0)) for n, hw in configs.items()}
+    base, low = study.measurements(with_latency=False), study.measurements(cheap, with_latency=False)
+    key = ("block", 64, "C16V32")
+    gap = base[(*key, "fa2")]["vector_share"] - base[(*key, "vfa")]["vector_share"]
+    gap_low = low[(*key, "fa2")]["vector_share"] - low[(*key, "vfa")]["vector_share"]
+    assert gap > gap_low > 0
+
+
+def test_values_at_a_range_edge_are_marked():
+    marks = at_bound(ModelParams(reduction_factor=4.0, o_rmw_factor=2.0, op_latency_cycles=4))
+    assert marks["reduction_factor"] == "at upper bound" and marks["op_latency_cycles"] == "at lower bound"
+    assert "o_rmw_factor" not in marks
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--fit", "P9"], "unknown claim id(s) P9"),
+    (["--granularity", "tile"], "invalid choice"),
+    (["--head-dim", "96"], "head dim must be one of 64, 128"),
+])
+def test_bad_figure_options_are_refused(capsys, tmp_path, argv, message):
+    assert main(["figure", "latency-ratio", "--out", str(tmp_path / "x"), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -47,10 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     fig_sub = fig.add_subparsers(dest="figure", required=True, parser_class=_Parser)
     lr = fig_sub.add_parser("latency-ratio", help="Figure 1: latency ratio normalized to Tensor on C16V32")
     lr.add_argument("--out", default="latency_ratio_out", help="output folder (default latency_ratio_out)")
-    lr.add_argument("--seq-len", type=int, default=1024)
+    lr.add_argument("--granularity", choices=("block", "sequence"), default="block",
+                    help="block: a steady stream of identical tiles, the paper's unit (default); "
+                         "sequence: one causal head of --seq-len tokens")
+    lr.add_argument("--head-dim", type=int, default=64, help="head dim drawn and fitted (64 or 128; both reported)")
+    lr.add_argument("--seq-len", type=int, default=1024, help="tokens of the sequence run (default 1024)")
     lr.add_argument("--fit", default=None,
-                    help="claim ids the unknown parameters are fitted to (default: the six share claims; "
-                         "'' keeps the defaults)")
+                    help="claim ids the bounded fit targets (default: the six share claims; '' skips the fit "
+                         "and the search)")
     lr.add_argument("--fa4", action="store_true", help="add FA4 and VFA with FA4-style exp emulation")
     hw = sub.add_parser("hw", help="list or show hardware configs")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, parser_class=_Parser)
@@ -168,13 +172,13 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
 
 def _figure(args: argparse.Namespace) -> str:
     from vfasim.figure import SHARE_CLAIMS, latency_ratio  # plotting stack loads only for this command
-    from vfasim.report.figure_plot import CLAIM_COLUMNS, markdown_table, write_latency_ratio
+    from vfasim.report.figure_write import summary, write_latency_ratio
 
     fit = SHARE_CLAIMS if args.fit is None else frozenset(x for x in args.fit.split(",") if x)
-    result = latency_ratio(seq_len=args.seq_len, fit=fit, with_fa4=args.fa4)
+    result = latency_ratio(seq_len=args.seq_len, granularity=args.granularity, head_dim=args.head_dim, fit=fit,
+                           with_fa4=args.fa4, search=bool(fit))
     paths = write_latency_ratio(result, Path(args.out))
-    table = markdown_table(result.claims, CLAIM_COLUMNS)
-    return f"{table}\nfitted parameters: {result.params}\nwrote {', '.join(str(p) for p in paths)}"
+    return f"{summary(result)}\nwrote {', '.join(str(p) for p in paths)}"
 
 
 if __name__ == "__main__":

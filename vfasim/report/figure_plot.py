@@ -1,71 +1,132 @@
-"""Drawing and writing the latency-ratio figure (consumes rows from vfasim.figure)."""
+"""Drawing the latency-ratio figure (consumes a ``vfasim.figure.LatencyRatio``).
+
+The figure has to tell the truth by itself: bars stack busy time (their height is
+a latency only if nothing overlaps) and the overlapped latency is a separate
+marker; every bar carries its vector share; the six bars the paper quotes carry
+the paper's value, hatched when outside tolerance; a panel shows the bars the
+quoted shares imply, one the exp-scale curve, one the claims with their verdicts.
+"""
 
 from __future__ import annotations
 
-import csv
-import json
-from dataclasses import asdict
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from vfasim.figure.params import describe
+
 COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
-CSV_COLUMNS = ("hw", "algo", "tensor", "vector", "exp", "latency", "vector_share", "speedup_vs_c16v32_fa")
+SHORT_CLASS = {"impossible in any fixed-schedule model": "impossible (any model)",
+               "impossible with plausible costs": "impossible (plausible costs)",
+               "met only under another reading": "met under another reading", "": ""}
 
 
-def plot_latency_ratio(rows: list[dict], out: Path, stem: str = "latency_ratio") -> list[Path]:
-    """Stacked busy-time bars per (config, variant) with the end-to-end latency marked; PNG + SVG."""
-    fig = Figure(figsize=(max(6, 0.7 * len(rows)), 4.2))  # no pyplot: no global backend or state
-    ax = fig.subplots()
-    x = range(len(rows))
-    bottom = [0.0] * len(rows)
-    for cls, color in COLORS.items():
-        heights = [r[cls] for r in rows]
-        ax.bar(x, heights, bottom=bottom, color=color, label=cls.capitalize(), width=0.7)
-        bottom = [b + h for b, h in zip(bottom, heights)]
-    ax.scatter(x, [r["latency"] for r in rows], marker="_", s=400, color="black", zorder=3,
-               label="end-to-end latency")
-    ax.set_xticks(list(x), [f"{r['hw']}\n{r['algo']}" for r in rows], fontsize=6, rotation=35, ha="right")
-    ax.set_ylabel("latency ratio (FA tensor on C16V32 = 1)")
-    ax.set_title("Latency ratio normalized to Tensor on C16V32")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+def plot_latency_ratio(result, out: Path, stem: str = "latency_ratio") -> list[Path]:
+    """PNG + SVG of the four panels and the caption line."""
+    fig = Figure(figsize=(15, 9.5))  # no pyplot: no global backend or state
+    grid = fig.add_gridspec(2, 3, height_ratios=(1.25, 1), width_ratios=(2.2, 1, 1.2))
+    _bars(fig.add_subplot(grid[0, :2]), result)
+    _implied(fig.add_subplot(grid[0, 2]), result)
+    _curve(fig.add_subplot(grid[1, 0]), result)
+    _claims(fig.add_subplot(grid[1, 1:]), result)
+    fig.text(0.01, 0.005, caption(result), fontsize=7.5, va="bottom", wrap=True)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{stem}.{ext}" for ext in ("png", "svg")]
     for path in paths:
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=110)
     return paths
 
 
-def write_rows(rows: list[dict], path: Path, columns: tuple[str, ...] | None = None) -> Path:
-    columns = columns or tuple(rows[0])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+def caption(result) -> str:
+    ratios = ", ".join(f"{r:.2f} at head dim {d}" for d, r in result.exp_over_tensor.items())
+    from vfasim.figure.claims import PRIMARY
+
+    return (f"Granularity {result.granularity}, head dim {result.head_dim}; exp time / FP16 tensor time per tile: "
+            f"{ratios}. Reading: {PRIMARY.latency} latency, speedups vs {PRIMARY.baseline}, P6 '{PRIMARY.quantifier}', "
+            f"P7 {PRIMARY.exp} exp. Configs' parameters: {describe(result.params)}.")
 
 
-def markdown_table(rows: list[dict], columns: tuple[str, ...]) -> str:
-    def cell(v) -> str:
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return "\n".join(lines + ["| " + " | ".join(cell(r[c]) for c in columns) + " |" for r in rows]) + "\n"
+def _cell(result, rows: list[dict]) -> list[dict]:
+    return [r for r in rows if (r["granularity"], r["head_dim"]) == (result.granularity, result.head_dim)]
 
 
-CLAIM_COLUMNS = ("id", "claim", "role", "paper", "model", "difference", "within_tolerance")
+def _bars(ax, result) -> None:
+    bars = [r for r in _cell(result, result.rows) if r["algo"] != "fa4"]
+    share_claims = {(c["_hw"], c["_algo"]): c for c in _cell(result, result.claims) if c["kind"] == "share"}
+    x = range(len(bars))
+    bottom = [0.0] * len(bars)
+    for cls, color in COLORS.items():
+        heights = [r[cls] for r in bars]
+        hatches = [_hatch(share_claims.get((r["hw"], r["algo"]))) if cls == "vector" else "" for r in bars]
+        ax.bar(x, heights, bottom=bottom, color=color, label=f"{cls} busy", width=0.7, hatch=None)
+        for i, h in enumerate(hatches):
+            if h:
+                ax.bar(i, heights[i], bottom=bottom[i], width=0.7, fill=False, hatch=h, edgecolor="black")
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.scatter(x, [r["overlapped"] for r in bars], marker="D", s=18, color="black", zorder=3,
+               label="overlapped latency (pipelined schedule)")
+    for i, r in enumerate(bars):
+        text = f"v {r['vector_share']:.0%}"
+        claim = share_claims.get((r["hw"], r["algo"]))
+        if claim:
+            text += f"\npaper {claim['paper_value']:.0%}" + ("" if claim["met"] else " ✗")
+        ax.text(i, bottom[i] * 1.01, text, ha="center", va="bottom", fontsize=6.5)
+    ax.set_xticks(list(x), [f"{r['hw']}\n{r['algo']}" for r in bars], fontsize=6.5, rotation=35, ha="right")
+    ax.set_ylabel("stacked busy time (= latency only if nothing overlaps)\nFA tensor on C16V32 = 1", fontsize=8)
+    ax.set_ylim(0, max(bottom) * 1.22)
+    ax.set_title("Figure 1 rebuilt: busy time per pipeline class; hatched = vector share outside ±3 points",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="upper right", ncol=2)
 
 
-def write_latency_ratio(result, out: Path) -> list[Path]:
-    """Figure (PNG, SVG), bars CSV, claims CSV + Markdown, fitted parameters, sensitivity CSV."""
-    paths = plot_latency_ratio(result.rows, out)
-    paths.append(write_rows(result.rows, out / "latency_ratio.csv", CSV_COLUMNS))
-    paths.append(write_rows(result.claims, out / "claims.csv", (*CLAIM_COLUMNS, "source")))
-    (out / "claims.md").write_text(markdown_table(result.claims, CLAIM_COLUMNS))
-    (out / "params.json").write_text(json.dumps({"fit": sorted(result.fit), **asdict(result.params)}, indent=1))
-    paths += [out / "claims.md", out / "params.json"]
-    if result.sensitivity:
-        paths.append(write_rows(result.sensitivity, out / "sensitivity.csv"))
-    return paths
+def _hatch(claim: dict | None) -> str:
+    return "///" if claim is not None and not claim["met"] else ""
+
+
+def _implied(ax, result) -> None:
+    rows = result.implied
+    bottom = [0.0] * len(rows)
+    for cls, color in COLORS.items():
+        heights = [r[cls] for r in rows]
+        ax.bar(range(len(rows)), heights, bottom=bottom, color=color, width=0.7)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    for i, r in enumerate(rows):
+        ax.text(i, bottom[i] * 1.01, f"{r['share']:.0%}\n×{r['stacked_vs_vfa_c16v32']:.2f}", ha="center",
+                va="bottom", fontsize=6.5)
+    ax.set_xticks(range(len(rows)), [f"{r['hw']}\n{r['algo']}" for r in rows], fontsize=6.5, rotation=35, ha="right")
+    ax.set_ylim(0, max(bottom) * 1.25)
+    ax.set_title(f"What the quoted shares imply (head dim {result.head_dim}):\nV = s/(1-s)·(T+E); ×speedup vs VFA "
+                 "on C16V32, stacked", fontsize=8)
+
+
+def _curve(ax, result) -> None:
+    rows = [r for r in result.curve if (r["granularity"], r["head_dim"]) == ("block", result.head_dim)]
+    xs = [r["exp_scale"] if r["exp_scale"] != float("inf") else 256.0 for r in rows]
+    styles = {"stacked_vs_vfa_c16v32": ("-", "stacked, vs VFA C16V32 (primary)"),
+              "overlapped_vs_vfa_c16v32": ("--", "overlapped, vs VFA C16V32"),
+              "stacked_vs_fa_c16v32": ("-.", "stacked, vs FA C16V32"),
+              "overlapped_vs_fa_c16v32": (":", "overlapped, vs FA C16V32")}
+    for key, (style, name) in styles.items():
+        ax.plot(xs, [r[key] for r in rows], style, marker="o", markersize=3, label=name)
+    ax.axhspan(6 * 0.85, 6 * 1.15, color="grey", alpha=0.2, label="P7: 6× ±15%")
+    ax.axvline(2, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([1, 2, 4, 8, 16, 64, 256], ["1", "2\n(2xexp)", "4", "8", "16", "64", "∞"], fontsize=7)
+    ax.set_xlabel("exp16 rate × (C4V16, block granularity)", fontsize=8)
+    ax.set_ylabel("VFA speedup on C4V16", fontsize=8)
+    ax.set_title("P7: the exp-scale curve", fontsize=9)
+    ax.legend(fontsize=6.5)
+
+
+def _claims(ax, result) -> None:
+    rows = [c for c in result.claims if c["primary"]]
+    ax.axis("off")
+    cells = [[c["claim"], f"{c['paper_value']:.3g}", f"{c['model_value']:.3g}", "met" if c["met"] else "MISS",
+              SHORT_CLASS[c["miss_class"]]] for c in rows]
+    table = ax.table(cellText=cells, colLabels=["claim", "paper", "model", "", "why a miss"], loc="center",
+                     colWidths=(0.09, 0.1, 0.1, 0.09, 0.45))
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    met = sum(c["met"] for c in rows)
+    ax.set_title(f"Claims at the primary reading: {met} of {len(rows)} met (details in claims.md)", fontsize=9)

@@ -1,0 +1,40 @@
+"""FA4 beside VFA: how much exp to emulate on the vector ALUs per config, and how much of VFA's vector
+saving FA4's conditional rescale already captures.
+
+Assumptions:
+- The emulated fraction is chosen per config, from 0 to ``MAX_EMULATION`` in
+  steps of 5%, as the one with the lowest overlapped (pipelined) block latency
+  of FA4: emulation only pays when it balances the exp and vector pipelines,
+  which the stacked sum cannot see. Ties keep the smaller fraction.
+- The rescale-skip share is measured on FA4 without emulation, so that it
+  counts only the skipped rescales.
+"""
+
+from __future__ import annotations
+
+from vfasim.hw import HardwareConfig
+from vfasim.figure.study import make_trace, overlapped
+
+MAX_EMULATION = 0.25
+FRACTIONS = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25)
+
+
+def choose_emulation(configs: dict[str, HardwareConfig], head_dim: int) -> dict[str, float]:
+    """Config -> the emulated exp fraction that gives FA4 the lowest overlapped block latency."""
+    out = {}
+    for name, hw in configs.items():
+        latency = {f: overlapped(make_trace(hw, "fa4+emul", "block", head_dim, 0, f), hw, "block")
+                   for f in FRACTIONS}
+        out[name] = min(FRACTIONS, key=lambda f: (latency[f], f))
+    return out
+
+
+def rescale_capture(meas: dict[tuple, dict], g: str, d: int, configs: tuple[str, ...]) -> list[dict]:
+    """Per config: vector busy saved by FA4's rescale skip, by VFA, and the ratio of the two."""
+    out = []
+    for name in configs:
+        fa2, fa4, vfa = (meas[g, d, name, v]["vector"] for v in ("fa2", "fa4", "vfa"))
+        saved = fa2 - vfa
+        out.append({"hw": name, "granularity": g, "head_dim": d, "fa4_saving": fa2 - fa4, "vfa_saving": saved,
+                    "captured": (fa2 - fa4) / saved if saved else float("nan")})
+    return out

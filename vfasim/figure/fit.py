@@ -1,0 +1,158 @@
+"""Fitting the unknown quantities to the claims, what unmet claims would need, and why each miss is a miss.
+
+- ``bounded_fit``: grid search inside ``PARAM_RANGES`` for the values that meet
+  the most fitted claims (primary reading, block granularity), then miss them
+  least (sum of squared misses in tolerance units); ties keep the first found.
+- ``scan`` ("what it would take"): each parameter alone, far outside its range
+  (1/16 of the low end to 64× the high end), to find the value at which each
+  unmet claim would be met and what that value breaks.
+- ``classify``: every unmet row gets one of three classes (``MISS_CLASSES``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import fields, replace
+
+import numpy as np
+
+from vfasim.figure.claims import Evaluator, distance, is_primary, misfit, paper_claims, primary_of
+from vfasim.figure.params import PARAM_RANGES, ModelParams, apply_params
+from vfasim.figure.study import Study
+
+GRID: dict[str, tuple] = {
+    "reduction_factor": (1.0, 2.0, 3.0, 4.0),
+    "o_rmw_factor": (1.0, 2.0, 3.0),
+    "cast_fp8_factor": (1.0, 1.5, 2.0),
+    "quant_mxfp4_factor": (1.0, 2.0, 3.0, 4.0),
+    "op_latency_cycles": (4, 16, 32, 48, 64),
+    "o_in_cube": (False, True),
+}
+SCAN_POINTS = 14
+MISS_CLASSES = ("impossible in any fixed-schedule model", "impossible with plausible costs",
+                "met only under another reading")
+P7_PROOF = ("a fixed schedule's latency is a sum or max of op times, and halving the exp rate's op "
+            "times at most halves it (L(t/2) >= L(t)/2), so with a baseline shared by P6c and P7, "
+            "P7 <= 2 x P6c <= 4.6 < 5.1 whenever P6c is met")
+
+
+def evaluate(study: Study, p: ModelParams, g: str, d: int, with_latency: bool) -> list[dict]:
+    """Every (claim, reading) row at (g, d) with the paper configs set to ``p``."""
+    configs = {name: apply_params(hw, p) for name, hw in study.configs.items()}
+    meas = study.measurements(configs, with_latency, only=(g, d), variants=("fa2", "vfa"))
+    curve = study.exp_curve(configs, (float("inf"),), with_latency, only=(g, d))
+    return Evaluator(meas, curve, g, d).rows(paper_claims())
+
+
+def bounded_fit(study: Study, fit: set[str], d: int, grid: dict[str, tuple] = GRID) -> tuple[ModelParams, dict]:
+    """The grid point whose primary block rows meet the most of ``fit``, then miss them least.
+
+    Also returns the best any grid point does on all claims at once (``best_all``: params, ids met),
+    the evidence that a claim no grid point meets is out of reach with plausible costs.
+    """
+    every = {c["id"] for c in paper_claims()}
+    best, best_score = ModelParams(), (np.inf, np.inf)
+    top, top_score, top_met = ModelParams(), (np.inf, np.inf), frozenset()
+    for values in itertools.product(*grid.values()):
+        p = replace(ModelParams(), **dict(zip(grid, values)))
+        rows = primary_of(evaluate(study, p, "block", d, False), "block", d)
+        score, all_score = misfit(rows, fit), misfit(rows, every)
+        if score < best_score:
+            best, best_score = p, score
+        if all_score < top_score:
+            top, top_score, top_met = p, all_score, frozenset(r["claim"] for r in rows if r["met"])
+    return best, {"params": top, "met": top_met}
+
+
+def scan_values(name: str) -> list[float]:
+    lo, hi, _ = PARAM_RANGES[name]
+    if name == "o_in_cube":
+        return [False, True]
+    values = np.geomspace(lo / 16, hi * 64, SCAN_POINTS)
+    out = sorted({*values.tolist(), lo, hi})
+    return [int(round(v)) if name == "op_latency_cycles" else v for v in out if v > 0]
+
+
+def row_key(r: dict) -> tuple:
+    return r["claim"], r["reading"], r["granularity"], r["head_dim"]
+
+
+def scan(study: Study, p: ModelParams, cells: list[tuple[str, int, bool]]) -> dict[tuple, list[tuple]]:
+    """Row key -> [(parameter, value, met, primary claims met at that point)] over each parameter alone."""
+    out: dict[tuple, list[tuple]] = {}
+    for f in fields(p):
+        for value in scan_values(f.name):
+            q = replace(p, **{f.name: value})
+            for g, d, with_latency in cells:
+                rows = evaluate(study, q, g, d, with_latency)
+                met = frozenset(r["claim"] for r in primary_of(rows, g, d) if r["met"])
+                for r in rows:
+                    if with_latency or r["_reading"] is None or r["_reading"].latency != "overlapped":
+                        out.setdefault(row_key(r), []).append((f.name, value, r["met"], met))
+    return out
+
+
+def needs(points: list[tuple], p: ModelParams) -> dict[str, tuple]:
+    """Parameter -> (value nearest the fitted one that meets the row, primary claims met there)."""
+    out = {}
+    for name, value, met, others in points:
+        if not met:
+            continue
+        here = float(getattr(p, name))
+        dist = abs(np.log(max(float(value), 1e-9) / max(here, 1e-9))) if name != "o_in_cube" else 0.0
+        if name not in out or dist < out[name][2]:
+            out[name] = (value, others, dist)
+    return {k: v[:2] for k, v in out.items()}
+
+
+def needs_text(need: dict[str, tuple], fitted_met: frozenset[str]) -> str:
+    if not need:
+        return "no single parameter at any value meets it"
+    parts = []
+    for name, (value, met_there) in need.items():
+        lo, hi, _ = PARAM_RANGES[name]
+        where = "in range" if lo <= float(value) <= hi else f"range {lo:g}-{hi:g}"
+        lost = sorted(fitted_met - met_there)
+        parts.append(f"{name}={_fmt(value)} ({where}" + (f"; loses {','.join(lost)})" if lost else ")"))
+    return "needs " + " or ".join(parts)
+
+
+def _fmt(v) -> str:
+    return str(v) if isinstance(v, bool) else f"{float(v):.3g}"
+
+
+def classify(rows: list[dict], scanned: dict[tuple, list[tuple]], p: ModelParams,
+             best_all: dict | None = None, fit_dim: int = 64) -> None:
+    """Set ``miss_class`` (and ``why``) on every row; empty when met.
+
+    ``best_all`` (from ``bounded_fit``) adds, on the fitted cell's primary rows, whether any
+    grid point inside the ranges meets the claim while meeting the most claims at once.
+    """
+    met_cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["met"]:
+            met_cells.setdefault((r["claim"], r["granularity"], r["head_dim"]), []).append(r)
+    fitted_met: dict[tuple, set[str]] = {}
+    for r in rows:
+        if r["met"] and is_primary(r["kind"], r["_reading"]):
+            fitted_met.setdefault((r["granularity"], r["head_dim"]), set()).add(r["claim"])
+    for r in rows:
+        r["miss_class"], r["why"] = "", ""
+        if r["met"]:
+            continue
+        reading = r["_reading"]
+        others = met_cells.get((r["claim"], r["granularity"], r["head_dim"]), [])
+        need = needs_text(needs(scanned[row_key(r)], p), frozenset(fitted_met.get(
+            (r["granularity"], r["head_dim"]), ()))) if row_key(r) in scanned else ""
+        if r["claim"] == "P7" and reading.exp == "doubled" and reading.baseline != "fa@same":
+            r["miss_class"], r["why"] = MISS_CLASSES[0], P7_PROOF
+        elif others:
+            nearest = min(others, key=lambda o: distance(o["_reading"], reading))
+            r["miss_class"], r["why"] = MISS_CLASSES[2], f"met under: {nearest['reading']}" + (f"; {need}" if need else "")
+        else:
+            r["miss_class"] = MISS_CLASSES[1]
+            r["why"] = need or "not met at the configs' values; overlapped latency is searched only at the fitted cell"
+        fit_cell = (r["granularity"], r["head_dim"]) == ("block", fit_dim) and is_primary(r["kind"], reading)
+        if best_all is not None and fit_cell:
+            r["why"] += (f"; the grid point inside the ranges that meets the most claims at once meets "
+                         f"{len(best_all['met'])} of 12 ({','.join(sorted(best_all['met']))})")
