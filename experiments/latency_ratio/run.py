@@ -1,6 +1,7 @@
 """Rebuild the VFA paper's Figure 1 and check its claims: the same as `vfasim figure latency-ratio`.
 
-Usage: python experiments/latency_ratio/run.py [--out DIR] [--seq-len 1024] [--fit P1a,P1b,...] [--fa4]
+Usage: python experiments/latency_ratio/run.py [--out DIR] [--granularity block|sequence] [--head-dim 64|128]
+       [--seq-len 1024] [--fit P1a,P1b,...] [--fa4]
 """
 
 from __future__ import annotations

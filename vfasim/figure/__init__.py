@@ -37,7 +37,7 @@ class LatencyRatio:
     claims: list[dict]  # one per (claim, reading, granularity, head dim)
     curve: list[dict]  # C4V16 speedup against exp scale
     implied: list[dict]  # the bars the paper's quoted shares imply
-    emulation: dict[str, float]  # FA4-style emulated exp fraction per config
+    emulation: dict[tuple[str, str], float]  # FA4-style emulated exp fraction per (config, variant)
     capture: list[dict]  # FA4's rescale skip against VFA's saving
     fractions: dict[str, float]  # sequence run: special and masked tiles
     exp_over_tensor: dict[int, float]  # exp busy / FP16 tensor busy per tile, by head dim

@@ -2,9 +2,9 @@
 saving FA4's conditional rescale already captures.
 
 Assumptions:
-- The emulated fraction is chosen per config, from 0 to ``MAX_EMULATION`` in
-  steps of 5%, as the one with the lowest overlapped (pipelined) block latency
-  of FA4: emulation only pays when it balances the exp and vector pipelines,
+- The emulated fraction is chosen per config and algorithm (FA4, VFA), from 0
+  to ``MAX_EMULATION`` in steps of 5%, as the one with the lowest overlapped
+  (pipelined) block latency: emulation only pays when it balances the exp and vector pipelines,
   which the stacked sum cannot see. Ties keep the smaller fraction.
 - The rescale-skip share is measured on FA4 without emulation, so that it
   counts only the skipped rescales.
@@ -12,20 +12,22 @@ Assumptions:
 
 from __future__ import annotations
 
+import itertools
+
 from vfasim.hw import HardwareConfig
 from vfasim.figure.study import make_trace, overlapped
 
 MAX_EMULATION = 0.25
 FRACTIONS = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25)
+EMULATED = ("fa4+emul", "vfa+emul")
 
 
-def choose_emulation(configs: dict[str, HardwareConfig], head_dim: int) -> dict[str, float]:
-    """Config -> the emulated exp fraction that gives FA4 the lowest overlapped block latency."""
+def choose_emulation(configs: dict[str, HardwareConfig], head_dim: int) -> dict[tuple[str, str], float]:
+    """(config, variant) -> the emulated exp fraction giving that variant its lowest overlapped block latency."""
     out = {}
-    for name, hw in configs.items():
-        latency = {f: overlapped(make_trace(hw, "fa4+emul", "block", head_dim, 0, f), hw, "block")
-                   for f in FRACTIONS}
-        out[name] = min(FRACTIONS, key=lambda f: (latency[f], f))
+    for (name, hw), variant in itertools.product(configs.items(), EMULATED):
+        latency = {f: overlapped(make_trace(hw, variant, "block", head_dim, 0, f), hw, "block") for f in FRACTIONS}
+        out[name, variant] = min(FRACTIONS, key=lambda f: (latency[f], f))
     return out
 
 

@@ -121,7 +121,7 @@ class Study:
     def __init__(self, configs: dict[str, HardwareConfig], seq_len: int = 1024,
                  variants: tuple[str, ...] = ("fa2", "vfa", "fa4"),
                  granularities: tuple[str, ...] = GRANULARITIES, head_dims: tuple[int, ...] = HEAD_DIMS,
-                 emulation: dict[str, float] | None = None) -> None:
+                 emulation: dict[tuple[str, str], float] | None = None) -> None:
         self.configs, self.seq_len, self.variants = configs, seq_len, variants
         self.granularities, self.head_dims = granularities, head_dims
         self.emulation = emulation or {}
@@ -130,7 +130,7 @@ class Study:
         for g, d, name, v in itertools.product(granularities, head_dims, PAPER_CONFIGS, variants):
             if g != "block" and v not in SEQUENCE_VARIANTS:
                 continue
-            hw, emul = configs[name], self.emulation.get(name, 0.0) if "emul" in v else 0.0
+            hw, emul = configs[name], self.emulation.get((name, v), 0.0)
             key = (g, d, v, emul, hw.precision.model_dump_json())
             if key not in cache:
                 cache[key] = make_trace(hw, v, g, d, seq_len, emul)

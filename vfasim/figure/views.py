@@ -13,7 +13,7 @@ BAR_COLUMNS = ("granularity", "head_dim", "hw", "algo", "tensor", "vector", "exp
                "vector_share", "bottleneck", "exp_emulation")
 
 
-def bar_rows(meas: dict[tuple, dict], emulation: dict[str, float]) -> list[dict]:
+def bar_rows(meas: dict[tuple, dict], emulation: dict[tuple[str, str], float]) -> list[dict]:
     """One row per bar; busy and latency in units of FA's tensor busy on C16V32 at the same (g, d)."""
     out = []
     for (g, d, name, v), m in meas.items():
@@ -21,7 +21,7 @@ def bar_rows(meas: dict[tuple, dict], emulation: dict[str, float]) -> list[dict]
         out.append({"granularity": g, "head_dim": d, "hw": name, "algo": v,
                     **{k: m[k] / unit for k in ("tensor", "vector", "exp", "stacked", "overlapped")},
                     "vector_share": m["vector_share"], "bottleneck": m["bottleneck"],
-                    "exp_emulation": emulation.get(name, 0.0) if "emul" in v else 0.0})
+                    "exp_emulation": emulation.get((name, v), 0.0)})
     return out
 
 

@@ -75,7 +75,7 @@ def params_doc(result) -> dict:
         doc |= {"fitted": asdict(result.fitted), "fitted_at_bound": at_bound(result.fitted),
                 "configs_hold_the_fit": result.fitted == result.params,
                 "best_all_claims": {"params": asdict(result.best_all["params"]), "met": sorted(result.best_all["met"])}}
-    doc |= {"fa4_exp_emulation": result.emulation, "sequence_tiles": result.fractions,
+    doc |= {"fa4_exp_emulation": {f"{k[0]}/{k[1]}": v for k, v in result.emulation.items()}, "sequence_tiles": result.fractions,
             "exp_over_tensor_per_tile": result.exp_over_tensor}
     return doc
 
@@ -99,7 +99,8 @@ def summary(result) -> str:
                  f"local (full FA cost), {f['masked']:.0%} masked")
     lines += [_capture_line(result)]
     if result.emulation:
-        lines.append("FA4-style emulated exp fraction: " + ", ".join(f"{k} {v:.0%}" for k, v in result.emulation.items()))
+        lines.append("FA4-style emulated exp fraction (best overlapped block latency, capped at 25%): " + ", ".join(
+            f"{name}/{variant} {v:.0%}" for (name, variant), v in result.emulation.items()))
     return "\n".join(lines)
 
 
