@@ -12,9 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vfasim.errors import VfasimError
-from vfasim.figure.claims import PRIMARY, PRIMARY_REASON, Evaluator, paper_claims, with_primary
+from vfasim.figure.claims import (
+    PRIMARY,
+    PRIMARY_REASON,
+    Evaluator,
+    paper_claims,
+    with_primary,
+)
 from vfasim.figure.fa4 import choose_emulation, rescale_capture
-from vfasim.figure.fit import GRID, bounded_fit, classify, scan
+from vfasim.figure.fit import GRID, Evaluations, bounded_fit, classify, scan
 from vfasim.figure.params import ModelParams, params_of
 from vfasim.figure.study import GRANULARITIES, HEAD_DIMS, PAPER_CONFIGS, Study
 from vfasim.figure.views import bar_rows, curve_rows, implied_rows, sequence_fractions
@@ -22,7 +28,7 @@ from vfasim.hw import load_hw
 
 SHARE_CLAIMS = frozenset({"P1a", "P1b", "P2", "P3a", "P3b", "P4a"})
 
-__all__ = ["SHARE_CLAIMS", "LatencyRatio", "latency_ratio", "PRIMARY", "PRIMARY_REASON", "ModelParams"]
+__all__ = ["PRIMARY", "PRIMARY_REASON", "SHARE_CLAIMS", "LatencyRatio", "ModelParams", "latency_ratio"]
 
 
 @dataclass(frozen=True)
@@ -54,10 +60,11 @@ def latency_ratio(seq_len: int = 1024, granularity: str = "block", head_dim: int
     study = Study(configs, seq_len, variants, emulation=emulation)
     meas, curve = study.measurements(), study.exp_curve()
     rows = [r for g in GRANULARITIES for d in HEAD_DIMS for r in Evaluator(meas, curve, g, d).rows(paper_claims())]
-    fitted, best_all = bounded_fit(study, set(fit), head_dim, grid) if fit and search else (None, None)
+    ev = Evaluations(study)
+    fitted, best_all = bounded_fit(ev, set(fit), head_dim, grid) if fit and search else (None, None)
     params = params_of(configs)
-    cells = [(g, d, g == "block" and d == head_dim) for g in GRANULARITIES for d in HEAD_DIMS]
-    classify(rows, scan(study, params, cells) if search else {}, params, best_all, head_dim)
+    cells = [(g, d, g == "sequence") for g in GRANULARITIES for d in HEAD_DIMS]
+    classify(rows, scan(ev, params, cells) if search else {}, params, best_all, head_dim)
     return LatencyRatio(
         params=params, fitted=fitted, best_all=best_all, fit=frozenset(fit), granularity=granularity,
         head_dim=head_dim,

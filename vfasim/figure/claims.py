@@ -114,11 +114,11 @@ class Evaluator:
         return self.latency(b_hw, b_algo, r, b_exp) / self.latency(hw, claim["algo"], r, exp)
 
     def value(self, claim: dict, r: Reading | None) -> float:
-        kind, row = claim["kind"], self.m.get((claim["hw"], claim["algo"]))
-        if kind == "share":
-            return row["vector_share"]
-        if kind == "flag":
-            return float(row["bottleneck"] == "exp")
+        kind = claim["kind"]
+        if kind in ("share", "flag"):
+            row = self.m[claim["hw"], claim["algo"]]
+            return row["vector_share"] if kind == "share" else float(row["bottleneck"] == "exp")
+        assert r is not None, "speedup claims always have a reading"
         if kind == "gain_ratio":
             other = {**claim, "hw": "C4V16"}
             return self.speedup(claim, r) / self.speedup(other, r)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import itertools
 
-from vfasim.hw import HardwareConfig
 from vfasim.figure.study import make_trace, overlapped
+from vfasim.hw import HardwareConfig
 
 MAX_EMULATION = 0.25
 FRACTIONS = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25)

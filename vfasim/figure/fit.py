@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import fields, replace
+from typing import Any
 
 import numpy as np
 
-from vfasim.figure.claims import Evaluator, distance, is_primary, misfit, paper_claims, primary_of
-from vfasim.figure.params import PARAM_RANGES, ModelParams, apply_params
+from vfasim.figure.claims import (
+    Evaluator,
+    distance,
+    is_primary,
+    misfit,
+    paper_claims,
+    primary_of,
+)
+from vfasim.figure.params import PARAM_RANGES, ModelParams, apply_params, relevant_key
 from vfasim.figure.study import Study
 
 GRID: dict[str, tuple] = {
@@ -31,20 +39,37 @@ GRID: dict[str, tuple] = {
 SCAN_POINTS = 14
 MISS_CLASSES = ("impossible in any fixed-schedule model", "impossible with plausible costs",
                 "met only under another reading")
+UNSEARCHED = "not classified (no search)"
 P7_PROOF = ("a fixed schedule's latency is a sum or max of op times, and halving the exp rate's op "
             "times at most halves it (L(t/2) >= L(t)/2), so with a baseline shared by P6c and P7, "
             "P7 <= 2 x P6c <= 4.6 < 5.1 whenever P6c is met")
 
 
-def evaluate(study: Study, p: ModelParams, g: str, d: int, with_latency: bool) -> list[dict]:
-    """Every (claim, reading) row at (g, d) with the paper configs set to ``p``."""
-    configs = {name: apply_params(hw, p) for name, hw in study.configs.items()}
-    meas = study.measurements(configs, with_latency, only=(g, d), variants=("fa2", "vfa"))
-    curve = study.exp_curve(configs, (float("inf"),), with_latency, only=(g, d))
-    return Evaluator(meas, curve, g, d).rows(paper_claims())
+class Evaluations:
+    """Claim rows per parameter set; a config is re-timed only when a field it depends on changes."""
+
+    def __init__(self, study: Study) -> None:
+        self.study = study
+        self.memo: dict[tuple, dict] = {}
+
+    def rows(self, p: ModelParams, g: str, d: int, with_latency: bool) -> list[dict]:
+        """Every (claim, reading) row at (g, d) with the paper configs set to ``p``."""
+        meas: dict[tuple, dict] = {}
+        for name, hw in self.study.configs.items():
+            key = ("bars", name, relevant_key(p, hw), g, d, with_latency)
+            if key not in self.memo:
+                self.memo[key] = self.study.measurements({name: apply_params(hw, p)}, with_latency, only=(g, d),
+                                                         variants=("fa2", "vfa"))
+            meas.update(self.memo[key])
+        c4 = self.study.configs["C4V16"]
+        curve_key = ("curve", relevant_key(p, c4), g, d, with_latency)
+        if curve_key not in self.memo:
+            self.memo[curve_key] = self.study.exp_curve({"C4V16": apply_params(c4, p)}, (float("inf"),),
+                                                        with_latency, only=(g, d))
+        return Evaluator(meas, self.memo[curve_key], g, d).rows(paper_claims())
 
 
-def bounded_fit(study: Study, fit: set[str], d: int, grid: dict[str, tuple] = GRID) -> tuple[ModelParams, dict]:
+def bounded_fit(ev: Evaluations, fit: set[str], d: int, grid: dict[str, tuple] = GRID) -> tuple[ModelParams, dict]:
     """The grid point whose primary block rows meet the most of ``fit``, then miss them least.
 
     Also returns the best any grid point does on all claims at once (``best_all``: params, ids met),
@@ -52,10 +77,11 @@ def bounded_fit(study: Study, fit: set[str], d: int, grid: dict[str, tuple] = GR
     """
     every = {c["id"] for c in paper_claims()}
     best, best_score = ModelParams(), (np.inf, np.inf)
-    top, top_score, top_met = ModelParams(), (np.inf, np.inf), frozenset()
+    top, top_score, top_met = ModelParams(), (np.inf, np.inf), frozenset[str]()
     for values in itertools.product(*grid.values()):
-        p = replace(ModelParams(), **dict(zip(grid, values)))
-        rows = primary_of(evaluate(study, p, "block", d, False), "block", d)
+        point: dict[str, Any] = dict(zip(grid, values))
+        p = replace(ModelParams(), **point)
+        rows = primary_of(ev.rows(p, "block", d, False), "block", d)
         score, all_score = misfit(rows, fit), misfit(rows, every)
         if score < best_score:
             best, best_score = p, score
@@ -64,61 +90,78 @@ def bounded_fit(study: Study, fit: set[str], d: int, grid: dict[str, tuple] = GR
     return best, {"params": top, "met": top_met}
 
 
-def scan_values(name: str) -> list[float]:
+def scan_values(name: str) -> list[Any]:
     lo, hi, _ = PARAM_RANGES[name]
     if name == "o_in_cube":
         return [False, True]
     values = np.geomspace(lo / 16, hi * 64, SCAN_POINTS)
     out = sorted({*values.tolist(), lo, hi})
-    return [int(round(v)) if name == "op_latency_cycles" else v for v in out if v > 0]
+    return [round(v) if name == "op_latency_cycles" else v for v in out if v > 0]
 
 
 def row_key(r: dict) -> tuple:
     return r["claim"], r["reading"], r["granularity"], r["head_dim"]
 
 
-def scan(study: Study, p: ModelParams, cells: list[tuple[str, int, bool]]) -> dict[tuple, list[tuple]]:
-    """Row key -> [(parameter, value, met, primary claims met at that point)] over each parameter alone."""
+def scan(ev: Evaluations, p: ModelParams, cells: list[tuple[str, int, bool]]) -> dict[tuple, list[tuple]]:
+    """Row key -> [(parameter, value, met, primary claims met at that point)] over each parameter alone.
+
+    Cells are (granularity, head dim, coarse): a coarse cell (the sequence runs, whose timing
+    costs most) is searched at every other value.
+    """
     out: dict[tuple, list[tuple]] = {}
     for f in fields(p):
-        for value in scan_values(f.name):
-            q = replace(p, **{f.name: value})
-            for g, d, with_latency in cells:
-                rows = evaluate(study, q, g, d, with_latency)
+        values = scan_values(f.name)
+        for i, value in enumerate(values):
+            change: dict[str, Any] = {f.name: value}
+            q = replace(p, **change)
+            for g, d, coarse in cells:
+                if coarse and i % 2 and i != len(values) - 1:
+                    continue
+                rows = ev.rows(q, g, d, True)
                 met = frozenset(r["claim"] for r in primary_of(rows, g, d) if r["met"])
                 for r in rows:
-                    if with_latency or r["_reading"] is None or r["_reading"].latency != "overlapped":
-                        out.setdefault(row_key(r), []).append((f.name, value, r["met"], met))
+                    out.setdefault(row_key(r), []).append((f.name, value, r["met"], met, r["miss"]))
     return out
 
 
 def needs(points: list[tuple], p: ModelParams) -> dict[str, tuple]:
-    """Parameter -> (value nearest the fitted one that meets the row, primary claims met there)."""
-    out = {}
-    for name, value, met, others in points:
-        if not met:
-            continue
-        here = float(getattr(p, name))
-        dist = abs(np.log(max(float(value), 1e-9) / max(here, 1e-9))) if name != "o_in_cube" else 0.0
-        if name not in out or dist < out[name][2]:
-            out[name] = (value, others, dist)
-    return {k: v[:2] for k, v in out.items()}
+    """Parameter -> (value nearest the fitted one that meets the row, primary claims met there).
+
+    Where no scanned value meets it but the miss changes sign between two neighbours, the row
+    is met somewhere between them: the geometric mean stands for it, marked with "~".
+    """
+    out: dict[str, tuple] = {}
+    for name in dict.fromkeys(x[0] for x in points):
+        mine = sorted((x for x in points if x[0] == name), key=lambda x: float(x[1]))
+        here = max(float(getattr(p, name)), 1e-9)
+        hits = [(x[1], x[3]) for x in mine if x[2]]
+        hits += [(f"~{np.sqrt(float(a[1]) * float(b[1])):.3g}", b[3]) for a, b in itertools.pairwise(mine)
+                 if not a[2] and not b[2] and a[4] * b[4] < 0 and name != "o_in_cube"]
+        if hits:
+            out[name] = min(hits, key=lambda h: abs(np.log(max(_num(h[0]), 1e-9) / here)))
+    return out
 
 
 def needs_text(need: dict[str, tuple], fitted_met: frozenset[str]) -> str:
     if not need:
-        return "no single parameter at any value meets it"
+        return "no single parameter meets it anywhere from 1/16 of its low end to 64x its high end"
     parts = []
     for name, (value, met_there) in need.items():
         lo, hi, _ = PARAM_RANGES[name]
-        where = "in range" if lo <= float(value) <= hi else f"range {lo:g}-{hi:g}"
+        where = "in range" if lo <= _num(value) <= hi else f"range {lo:g}-{hi:g}"
         lost = sorted(fitted_met - met_there)
         parts.append(f"{name}={_fmt(value)} ({where}" + (f"; loses {','.join(lost)})" if lost else ")"))
     return "needs " + " or ".join(parts)
 
 
+def _num(v) -> float:
+    """A scanned value as a number ("~x" marks a value between two scanned ones)."""
+    return float(v.lstrip("~")) if isinstance(v, str) else float(v)
+
+
 def _fmt(v) -> str:
-    return str(v) if isinstance(v, bool) else f"{float(v):.3g}"
+    return str(v) if isinstance(v, (bool, str)) else f"{float(v):.3g}"
 
 
 def classify(rows: list[dict], scanned: dict[tuple, list[tuple]], p: ModelParams,
@@ -149,9 +192,10 @@ def classify(rows: list[dict], scanned: dict[tuple, list[tuple]], p: ModelParams
         elif others:
             nearest = min(others, key=lambda o: distance(o["_reading"], reading))
             r["miss_class"], r["why"] = MISS_CLASSES[2], f"met under: {nearest['reading']}" + (f"; {need}" if need else "")
+        elif row_key(r) in scanned:
+            r["miss_class"], r["why"] = MISS_CLASSES[1], need
         else:
-            r["miss_class"] = MISS_CLASSES[1]
-            r["why"] = need or "not met at the configs' values; overlapped latency is searched only at the fitted cell"
+            r["miss_class"], r["why"] = UNSEARCHED, "the one-parameter search did not run (--fit '')"
         fit_cell = (r["granularity"], r["head_dim"]) == ("block", fit_dim) and is_primary(r["kind"], reading)
         if best_all is not None and fit_cell:
             r["why"] += (f"; the grid point inside the ranges that meets the most claims at once meets "

@@ -40,15 +40,15 @@ class ModelParams:
 
 #: field -> (low, high, why); a fitted value equal to low or high is reported "at bound"
 PARAM_RANGES: dict[str, tuple[float, float, str]] = {
-    "reduction_factor": (1.0, 4.0, "a row reduction is a pass plus a log2(128) = 7-step shuffle tree "
-                                   "whose steps use a fraction of the lanes: 1-4 passes"),
-    "o_rmw_factor": (1.0, 3.0, "read O, multiply-add, write O back: 1 pass in registers, up to 3 "
-                               "when O lives in tensor memory or a buffer (load, op, store)"),
+    "reduction_factor": (1.0, 4.0, ("a row reduction is a pass plus a log2(128) = 7-step shuffle tree "
+                                    "whose steps use a fraction of the lanes: 1-4 passes")),
+    "o_rmw_factor": (1.0, 3.0, ("read O, multiply-add, write O back: 1 pass in registers, up to 3 "
+                                "when O lives in tensor memory or a buffer (load, op, store)")),
     "cast_fp8_factor": (1.0, 2.0, "fp32 -> fp8 is a convert, plus a saturate/pack pass: 1-2 passes"),
-    "quant_mxfp4_factor": (1.0, 4.0, "MXFP4 needs a 32-element absmax, an E8M0 exponent and a scaled "
-                                     "convert: 1-4 passes on top of the cast's 1 (2-5 in all)"),
-    "op_latency_cycles": (4, 64, "pipeline depth a dependent op waits: 4-6 cycles for an ALU, tens for "
-                                 "an SFU or a shuffle chain, up to ~64 for a buffer round trip"),
+    "quant_mxfp4_factor": (1.0, 4.0, ("MXFP4 needs a 32-element absmax, an E8M0 exponent and a scaled "
+                                      "convert: 1-4 passes on top of the cast's 1 (2-5 in all)")),
+    "op_latency_cycles": (4, 64, ("pipeline depth a dependent op waits: 4-6 cycles for an ALU, tens for "
+                                  "an SFU or a shuffle chain, up to ~64 for a buffer round trip")),
     "o_in_cube": (0, 1, "VFA's frozen max lets O stay in the cube's accumulator (split cores, SPEC 3b)"),
 }
 
@@ -70,6 +70,16 @@ def apply_params(hw: HardwareConfig, p: ModelParams) -> HardwareConfig:
     doc["op_map"]["accumulate_pv"] = accumulate
     doc["op_map"]["move_pv"] = FUSED if p.o_in_cube else hw.op_map["move_o"]
     return HardwareConfig.model_validate(doc)
+
+
+def relevant_key(p: ModelParams, hw: HardwareConfig) -> tuple:
+    """The fields of ``p`` that ``apply_params`` lets change ``hw`` (equal keys: equal configs)."""
+    key: tuple = (p.reduction_factor, p.o_rmw_factor, p.op_latency_cycles, p.o_in_cube)
+    if hw.precision.matmul.startswith("float8"):
+        key += (p.cast_fp8_factor,)
+    if hw.precision.block_scale == "mxfp4":
+        key += (p.quant_mxfp4_factor,)
+    return key
 
 
 def params_of(configs: dict[str, HardwareConfig]) -> ModelParams:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import itertools
 from functools import lru_cache
+from typing import Any
+
 import numpy as np
 
 from vfasim.api import engine_precision
@@ -80,7 +82,7 @@ def busy(trace: Trace, hw: HardwareConfig, granularity: str) -> dict:
     """Busy cycles per op class and per pipeline (per steady tile at block granularity)."""
     pipe, cycles = op_cycles(trace, hw)
     sel, n = _selection(trace, granularity)
-    out = {c: float(cycles[sel & (_CLASS[trace.kind] == c)].sum()) / n for c in SHARE_CLASSES}
+    out: dict[str, Any] = {c: float(cycles[sel & (_CLASS[trace.kind] == c)].sum()) / n for c in SHARE_CLASSES}
     out["pipelines"] = {name: float(cycles[sel & (pipe == p)].sum()) / n / spec.units
                         for p, (name, spec) in enumerate(hw.pipelines.items())}
     out["stacked"] = sum(out[c] for c in SHARE_CLASSES)
@@ -138,11 +140,12 @@ class Study:
 
     def measurements(self, configs: dict[str, HardwareConfig] | None = None, with_latency: bool = True,
                      only: tuple[str, int] | None = None, variants: tuple[str, ...] | None = None) -> dict:
-        """(granularity, head dim, config, variant) -> measure(); ``only`` limits to one (g, d)."""
+        """(granularity, head dim, config, variant) -> measure() for the configs given; ``only``: one (g, d)."""
         configs = configs or self.configs
         out = {}
         for (g, d, name, v), trace in self.traces.items():
-            if (only is None or (g, d) == only) and (variants is None or v in variants):
+            wanted = name in configs and (variants is None or v in variants)
+            if wanted and (only is None or (g, d) == only):
                 out[g, d, name, v] = measure(trace, configs[name], g, with_latency)
         return out
 

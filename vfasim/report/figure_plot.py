@@ -13,12 +13,14 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from vfasim.figure.claims import PRIMARY
 from vfasim.figure.params import describe
 
 COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
 SHORT_CLASS = {"impossible in any fixed-schedule model": "impossible (any model)",
                "impossible with plausible costs": "impossible (plausible costs)",
-               "met only under another reading": "met under another reading", "": ""}
+               "met only under another reading": "met under another reading",
+               "not classified (no search)": "not classified (no search)", "": ""}
 
 
 def plot_latency_ratio(result, out: Path, stem: str = "latency_ratio") -> list[Path]:
@@ -40,8 +42,6 @@ def plot_latency_ratio(result, out: Path, stem: str = "latency_ratio") -> list[P
 
 def caption(result) -> str:
     ratios = ", ".join(f"{r:.2f} at head dim {d}" for d, r in result.exp_over_tensor.items())
-    from vfasim.figure.claims import PRIMARY
-
     return (f"Granularity {result.granularity}, head dim {result.head_dim}; exp time / FP16 tensor time per tile: "
             f"{ratios}. Reading: {PRIMARY.latency} latency, speedups vs {PRIMARY.baseline}, P6 '{PRIMARY.quantifier}', "
             f"P7 {PRIMARY.exp} exp. Configs' parameters: {describe(result.params)}.")

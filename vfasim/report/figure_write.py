@@ -25,7 +25,9 @@ CURVE_COLUMNS = ("granularity", "head_dim", "exp_scale", "stacked_vs_vfa_c16v32"
 
 def write_latency_ratio(result, out: Path) -> list[Path]:
     """Figure (PNG, SVG), latency_ratio.csv, claims.csv/.md, params.json, exp_curve.csv, implied.csv."""
-    from vfasim.report.figure_plot import plot_latency_ratio  # matplotlib only when drawing
+    from vfasim.report.figure_plot import (
+        plot_latency_ratio,  # matplotlib only when drawing
+    )
 
     out.mkdir(parents=True, exist_ok=True)
     paths = plot_latency_ratio(result, out)
@@ -90,9 +92,9 @@ def summary(result) -> str:
     if result.fitted is not None:
         same = "yes" if result.fitted == result.params else "NO, refit differs"
         lines += [f"bounded fit to {','.join(sorted(result.fit))}: {describe(result.fitted)}; configs hold it: {same}",
-                  f"best any grid point does on all claims at once: {len(result.best_all['met'])} of 12 "
-                  f"({','.join(sorted(result.best_all['met']))}) at {describe(result.best_all['params'])}"]
-    lines += [f"exp time / FP16 tensor time per tile: " + ", ".join(
+                  (f"best any grid point does on all claims at once: {len(result.best_all['met'])} of 12 "
+                   f"({','.join(sorted(result.best_all['met']))}) at {describe(result.best_all['params'])}")]
+    lines += ["exp time / FP16 tensor time per tile: " + ", ".join(
         f"{r:.2f} (head dim {d})" for d, r in result.exp_over_tensor.items())]
     f = result.fractions
     lines.append(f"sequence run ({f['seq_len']} tokens, causal): {f['tiles']} VFA tiles, {f['special']:.0%} sink or "
