@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,16 @@ def test_the_quoted_shares_agree_with_the_speedups_under_the_primary_reading(con
     assert implied["P4a"]["stacked_vs_vfa_c16v32"] == pytest.approx(2.0, rel=0.15)
     assert implied["P4a"]["stacked_unbounded_exp"] == pytest.approx(6.0, rel=0.15)
     assert 1 / implied["P1a"]["stacked_vs_vfa_c16v32"] > 2.3  # against FA, VFA on C16V32 alone beats "about 2x"
+
+
+def test_the_command_runs_at_a_tiny_size(capsys, tmp_path):
+    assert main(["figure", "latency-ratio", "--out", str(tmp_path), "--seq-len", "256", "--fit", ""]) == 0
+    out = capsys.readouterr().out
+    assert "primary (block, head dim 64):" in out and "sequence run (256 tokens, causal)" in out
+    assert (tmp_path / "claims.csv").exists() and (tmp_path / "latency_ratio.png").exists()
+
+
+def test_the_experiment_quotes_the_claims_the_package_reads():
+    root = Path(__file__).resolve().parents[1]
+    assert (root / "experiments/latency_ratio/paper_claims.csv").read_text() == \
+        (root / "vfasim/data/paper_claims.csv").read_text()

@@ -168,35 +168,36 @@ def classify(rows: list[dict], scanned: dict[tuple, list[tuple]], p: ModelParams
              best_all: dict | None = None, fit_dim: int = 64) -> None:
     """Set ``miss_class`` (and ``why``) on every row; empty when met.
 
-    ``best_all`` (from ``bounded_fit``) adds, on the fitted cell's primary rows, whether any
-    grid point inside the ranges meets the claim while meeting the most claims at once.
+    Order: a proof (impossible in any fixed-schedule model), then another reading that meets
+    the claim in the same cell, then the scan (impossible with plausible costs, and what it
+    needs). ``best_all`` adds, on the fitted cell's primary rows, how many claims the best
+    grid point inside the ranges meets at once.
     """
-    met_cells: dict[tuple, list[dict]] = {}
+    met_by_cell: dict[tuple, list[dict]] = {}
     for r in rows:
         if r["met"]:
-            met_cells.setdefault((r["claim"], r["granularity"], r["head_dim"]), []).append(r)
-    fitted_met: dict[tuple, set[str]] = {}
+            met_by_cell.setdefault((r["claim"], r["granularity"], r["head_dim"]), []).append(r)
     for r in rows:
-        if r["met"] and is_primary(r["kind"], r["_reading"]):
-            fitted_met.setdefault((r["granularity"], r["head_dim"]), set()).add(r["claim"])
-    for r in rows:
-        r["miss_class"], r["why"] = "", ""
-        if r["met"]:
-            continue
-        reading = r["_reading"]
-        others = met_cells.get((r["claim"], r["granularity"], r["head_dim"]), [])
-        need = needs_text(needs(scanned[row_key(r)], p), frozenset(fitted_met.get(
-            (r["granularity"], r["head_dim"]), ()))) if row_key(r) in scanned else ""
-        if r["claim"] == "P7" and reading.exp == "doubled" and reading.baseline != "fa@same":
-            r["miss_class"], r["why"] = MISS_CLASSES[0], P7_PROOF
-        elif others:
-            nearest = min(others, key=lambda o: distance(o["_reading"], reading))
-            r["miss_class"], r["why"] = MISS_CLASSES[2], f"met under: {nearest['reading']}" + (f"; {need}" if need else "")
-        elif row_key(r) in scanned:
-            r["miss_class"], r["why"] = MISS_CLASSES[1], need
-        else:
-            r["miss_class"], r["why"] = UNSEARCHED, "the one-parameter search did not run (--fit '')"
-        fit_cell = (r["granularity"], r["head_dim"]) == ("block", fit_dim) and is_primary(r["kind"], reading)
-        if best_all is not None and fit_cell:
+        r["miss_class"], r["why"] = ("", "") if r["met"] else _miss(r, rows, met_by_cell, scanned, p)
+        fit_cell = (r["granularity"], r["head_dim"]) == ("block", fit_dim) and is_primary(r["kind"], r["_reading"])
+        if best_all is not None and fit_cell and not r["met"]:
             r["why"] += (f"; the grid point inside the ranges that meets the most claims at once meets "
                          f"{len(best_all['met'])} of 12 ({','.join(sorted(best_all['met']))})")
+
+
+def _miss(r: dict, rows: list[dict], met_by_cell: dict, scanned: dict, p: ModelParams) -> tuple[str, str]:
+    reading, cell = r["_reading"], (r["granularity"], r["head_dim"])
+    need = ""
+    if row_key(r) in scanned:
+        met_here = frozenset(x["claim"] for x in rows if x["met"] and is_primary(x["kind"], x["_reading"])
+                             and (x["granularity"], x["head_dim"]) == cell)
+        need = needs_text(needs(scanned[row_key(r)], p), met_here)
+    others = met_by_cell.get((r["claim"], *cell), [])
+    if r["claim"] == "P7" and reading.exp == "doubled" and reading.baseline != "fa@same":
+        return MISS_CLASSES[0], P7_PROOF
+    if others:
+        nearest = min(others, key=lambda o: distance(o["_reading"], reading))
+        return MISS_CLASSES[2], f"met under: {nearest['reading']}" + (f"; {need}" if need else "")
+    if need:
+        return MISS_CLASSES[1], need
+    return UNSEARCHED, "the one-parameter search did not run (--fit '')"
