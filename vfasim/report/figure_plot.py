@@ -72,7 +72,8 @@ def _bars(ax, result) -> None:
         if claim:
             text += f"\npaper {claim['paper_value']:.0%}" + ("" if claim["met"] else " ✗")
         ax.text(i, bottom[i] * 1.01, text, ha="center", va="bottom", fontsize=6.5)
-    ax.set_xticks(list(x), [f"{r['hw']}\n{r['algo']}" for r in bars], fontsize=6.5, rotation=35, ha="right")
+    names = [f"{r['hw']}\n{r['algo']}" + (f" {r['exp_emulation']:.0%}" if "emul" in r["algo"] else "") for r in bars]
+    ax.set_xticks(list(x), names, fontsize=6.5, rotation=35, ha="right")
     ax.set_ylabel("stacked busy time (= latency only if nothing overlaps)\nFA tensor on C16V32 = 1", fontsize=8)
     ax.set_ylim(0, max(bottom) * 1.22)
     ax.set_title("Figure 1 rebuilt: busy time per pipeline class; hatched = vector share outside ±3 points",
