@@ -64,7 +64,7 @@ def latency_ratio(seq_len: int = 1024, granularity: str = "block", head_dim: int
     fitted, best_all = bounded_fit(ev, set(fit), head_dim, grid) if fit and search else (None, None)
     params = params_of(configs)
     cells = [(g, d, g == "sequence") for g in GRANULARITIES for d in HEAD_DIMS]
-    classify(rows, scan(ev, params, cells) if search else {}, params, best_all, head_dim)
+    classify(rows, scan(ev, params, cells) if search else {}, params)
     return LatencyRatio(
         params=params, fitted=fitted, best_all=best_all, fit=frozenset(fit), granularity=granularity,
         head_dim=head_dim,

@@ -164,14 +164,13 @@ def _fmt(v) -> str:
     return str(v) if isinstance(v, (bool, str)) else f"{float(v):.3g}"
 
 
-def classify(rows: list[dict], scanned: dict[tuple, list[tuple]], p: ModelParams,
-             best_all: dict | None = None, fit_dim: int = 64) -> None:
+def classify(rows: list[dict], scanned: dict[tuple, list[tuple]], p: ModelParams) -> None:
     """Set ``miss_class`` (and ``why``) on every row; empty when met.
 
     Order: a proof (impossible in any fixed-schedule model), then another reading that meets
     the claim in the same cell, then the scan (impossible with plausible costs, and what it
-    needs). ``best_all`` adds, on the fitted cell's primary rows, how many claims the best
-    grid point inside the ranges meets at once.
+    needs). That no grid point inside the ranges does better on all claims at once is
+    ``bounded_fit``'s second result, reported once beside the table.
     """
     met_by_cell: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -179,10 +178,6 @@ def classify(rows: list[dict], scanned: dict[tuple, list[tuple]], p: ModelParams
             met_by_cell.setdefault((r["claim"], r["granularity"], r["head_dim"]), []).append(r)
     for r in rows:
         r["miss_class"], r["why"] = ("", "") if r["met"] else _miss(r, rows, met_by_cell, scanned, p)
-        fit_cell = (r["granularity"], r["head_dim"]) == ("block", fit_dim) and is_primary(r["kind"], r["_reading"])
-        if best_all is not None and fit_cell and not r["met"]:
-            r["why"] += (f"; the grid point inside the ranges that meets the most claims at once meets "
-                         f"{len(best_all['met'])} of 12 ({','.join(sorted(best_all['met']))})")
 
 
 def _miss(r: dict, rows: list[dict], met_by_cell: dict, scanned: dict, p: ModelParams) -> tuple[str, str]:

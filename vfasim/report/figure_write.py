@@ -88,6 +88,7 @@ def summary(result) -> str:
     met = sum(c["met"] for c in primary)
     lines = [markdown_table(primary, ("claim", "reading", "paper_value", "model_value", "met", "miss_class")),
              f"primary ({result.granularity}, head dim {result.head_dim}): {met} of {len(primary)} claims met",
+             *(f"  {c['claim']} {c['miss_class']}: {c['why']}" for c in primary if not c["met"]),
              f"configs: {describe(result.params)}"]
     if result.fitted is not None:
         same = "yes" if result.fitted == result.params else "NO, refit differs"
