@@ -177,8 +177,11 @@ def _figure(args: argparse.Namespace) -> str:
     fit = SHARE_CLAIMS if args.fit is None else frozenset(x for x in args.fit.split(",") if x)
     result = latency_ratio(seq_len=args.seq_len, granularity=args.granularity, head_dim=args.head_dim, fit=fit,
                            with_fa4=args.fa4, search=bool(fit))
+    from vfasim.figure.numerics import verdict_line, verdicts
+
+    checked = verdict_line(verdicts(args.seq_len, args.head_dim), args.seq_len, args.head_dim)
     paths = write_latency_ratio(result, Path(args.out))
-    return f"{summary(result)}\nwrote {', '.join(str(p) for p in paths)}"
+    return f"{summary(result)}\n{checked}\nwrote {', '.join(str(p) for p in paths)}"
 
 
 if __name__ == "__main__":
