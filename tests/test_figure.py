@@ -145,6 +145,8 @@ def test_the_command_runs_at_a_tiny_size(capsys, tmp_path):
     assert main(["figure", "latency-ratio", "--out", str(tmp_path), "--seq-len", "256", "--fit", ""]) == 0
     out = capsys.readouterr().out
     assert "primary (block, head dim 64):" in out and "sequence run (256 tokens, causal)" in out
+    verdicts = next(line for line in out.splitlines() if line.startswith("numerics verdicts"))
+    assert verdicts.count(" ok") + verdicts.count(" degraded") + verdicts.count(" broken") == 12
     assert (tmp_path / "claims.csv").exists() and (tmp_path / "latency_ratio.png").exists()
 
 
