@@ -18,7 +18,7 @@ def load(name: str):
 
 def test_accuracy_study_writes_every_variant(tmp_path):
     study = load("accuracy")
-    study.main(["--seq-len", "192", "--head-dim", "16", "--block", "64", "--heads", "1", "--out", str(tmp_path)])
+    study.main(["--seq-len", "192", "--head-dim", "16", "--block", "16", "--heads", "1", "--out", str(tmp_path)])
     with open(tmp_path / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {(r["workload"], r["variant"]) for r in rows} == {

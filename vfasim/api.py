@@ -15,8 +15,10 @@ from vfasim import __version__
 from vfasim.errors import VfasimError
 from vfasim.functional import EngineResult, Policy, Precision, Tiling, policy_for, reference_attention, run_engine
 from vfasim.functional import checks
+from vfasim.frozen import freeze, thaw
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
+from vfasim.inputs import check_blocks, check_options, checked
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import SCHEDULES, simulate, timing_stats
 from vfasim.sim.critical import critical_path
@@ -49,6 +51,7 @@ class Options:
     p_bf16: bool | None = None
 
     def __post_init__(self) -> None:
+        check_options(self)
         if not 0.0 < self.lam < 1.0:
             raise VfasimError(f"lam must lie in (0, 1), got {self.lam}")
         if isinstance(self.topk, bool) or not isinstance(self.topk, int) or self.topk < 0:
@@ -75,10 +78,16 @@ class RunResult:
     options: dict[str, object] = field(default_factory=dict)
     critical_path: dict[str, object] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:  # read-only all the way down: a digest cannot be edited
+        for name in self.__dataclass_fields__:
+            object.__setattr__(self, name, freeze(getattr(self, name)))
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """A plain, mutable, JSON-able copy."""
+        return {name: thaw(getattr(self, name)) for name in self.__dataclass_fields__}
 
 
+@checked
 def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len: int = 4096,
         head_dim: int = 128, block_q: int = 128, block_k: int = 128, causal: bool = True,
         heads: int = 1, kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
@@ -121,6 +130,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         critical_path=crit.to_dict())
 
 
+@checked
 def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *,
                       schedule: str = "pipelined", factors: tuple[float, ...] = (2.0, 0.5),
                       **run_kwargs) -> "pd.DataFrame":
@@ -166,6 +176,7 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
     wl = _workload(qkv, workload, seq_len, head_dim, heads, kv_heads, seed, decode, queries)
     tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if decode else block_q,
                     block_k, causal, wl.heads, wl.kv_heads)
+    check_blocks(tiling)
     precision = engine_precision(config)
     thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, qkv, workload, seed, decode, queries)
     # one BLAS thread per engine thread: tile-sized matmuls gain nothing from more
@@ -222,6 +233,9 @@ def _bsfa_thresholds(skip, tiling, precision, opts, qkv, name, seed, decode, que
     """
     if skip != "topk":
         return None
+    if opts.topk >= tiling.n_kblocks:
+        raise VfasimError(f"topk {opts.topk} keeps every block: there are {tiling.n_kblocks} key blocks, at most "
+                          f"{tiling.n_kblocks - 1} beside the diagonal; give topk <= {tiling.n_kblocks - 1}")
     samples = [None] if qkv is not None else [seed + i for i in range(1, BSFA_CALIBRATION_RUNS + 1)]
     maxima = []
     for s in samples:

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from vfasim.figure.claims import PRIMARY
 from vfasim.figure.params import describe
+from vfasim.outputs import save_figure
 
 COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
 SHORT_CLASS = {"impossible in any fixed-schedule model": "impossible (any model)",
@@ -34,10 +35,7 @@ def plot_latency_ratio(result, out: Path, stem: str = "latency_ratio") -> list[P
     fig.text(0.01, 0.005, caption(result), fontsize=7.5, va="bottom", wrap=True)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{stem}.{ext}" for ext in ("png", "svg")]
-    for path in paths:
-        fig.savefig(path, dpi=110)
-    return paths
+    return save_figure(fig, [out / f"{stem}.{ext}" for ext in ("png", "svg")], dpi=110)
 
 
 def caption(result) -> str:

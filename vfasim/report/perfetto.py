@@ -23,20 +23,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
+from vfasim.outputs import write_with
 from vfasim.sim.engine import Timeline
 from vfasim.trace import DTYPES, KIND_CODE, KIND_NAMES, OP_KINDS, Trace
 
 PID = 1
 FUSED_TRACK = "fused"
 ALGORITHM_TRACK = "algorithm"
-FILE_MODE = 0o644  # mkstemp creates 0600; a trace file is meant to be shared
 AlgorithmEvent = tuple[int, str, Mapping[str, object]]
 
 
@@ -57,17 +55,12 @@ def chrome_trace(trace: Trace, timeline: Timeline, events: Iterable[AlgorithmEve
 
 
 def write_chrome_trace(path: str | Path, doc: dict) -> None:
-    """Write ``doc`` as JSON atomically: a temp file in the same folder, then ``os.replace``."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+    """Write ``doc`` as JSON atomically (see ``vfasim.outputs``): a folder's temp file, then a rename."""
+    def dump(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, allow_nan=False, separators=(",", ":"))
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    write_with(path, dump, "trace file")
 
 
 def _tracks(timeline: Timeline, with_events: bool) -> dict[str, int]:

@@ -16,8 +16,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from vfasim.outputs import save_figure, write_with
+
 ROLE_MARKERS = {"tensor": "o", "vector": "s", "exp": "^", "memory": "D"}
 SHARE_COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
+#: every file ``write_sweep`` writes into its folder
+SWEEP_FILES = ("results.csv", "results.parquet", *(f"{s}.{e}" for s in ("latency", "speedup", "shares")
+                                                   for e in ("png", "svg")))
 TABLE_FIGURES = ("latency_cycles", "speedup", "verdict", "rel_err_vs_fp64", "bottleneck", "bottleneck_role",
                  "share_tensor", "share_vector", "share_exp")
 
@@ -62,9 +67,8 @@ def format_sweep(frame: pd.DataFrame, inputs: list[str]) -> str:
 def write_sweep(frame: pd.DataFrame, x: str, series: list[str], out: Path) -> list[Path]:
     """results.csv, results.parquet and the three plots in ``out``; returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out / "results.csv", index=False)
-    _parquet_safe(frame).to_parquet(out / "results.parquet", index=False)
-    written = [out / "results.csv", out / "results.parquet"]
+    written = [write_with(out / "results.csv", lambda tmp: frame.to_csv(tmp, index=False)),
+               write_with(out / "results.parquet", lambda tmp: _parquet_safe(frame).to_parquet(tmp, index=False))]
     written += plot_metric(frame, x, series, "latency_cycles", out / "latency", "latency (cycles)")
     written += plot_metric(frame, x, series, "speedup", out / "speedup", f"speedup vs first {x}")
     written += plot_shares(frame, x, series, out / "shares")
@@ -251,7 +255,4 @@ def _label(v) -> str:
 
 def _save(fig: Figure, stem: Path) -> list[Path]:
     fig.tight_layout()
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    for path in paths:
-        fig.savefig(path, dpi=120)
-    return paths
+    return save_figure(fig, [stem.with_suffix(".png"), stem.with_suffix(".svg")], dpi=120)

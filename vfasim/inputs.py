@@ -1,0 +1,235 @@
+"""Arguments of ``vfasim.run`` and ``sensitivity_table`` checked in one place, before any work.
+
+``@checked`` binds a call to the function's signature, turns every argument into the type the
+model uses (``np.int64(256)`` becomes ``256``; ``'no'`` for a flag is refused), refuses inputs
+that would be silently ignored (``queries`` without ``decode``, sizes beside a ``qkv`` file),
+checks the output path, and refuses a run whose memory estimate exceeds the machine's available
+memory. The command line calls the same functions, so the CLI and the API are equally strict.
+
+Assumptions:
+- The estimates are rough (within about 2× on the runs measured): memory ≈ a fixed start-up
+  cost, plus per Q/K/V element, per element of one step's score tiles and per trace op; time ≈
+  per score element visited plus per tile. They decide only refusals (memory beyond what is
+  available) and a warning (runs estimated above ``LONG_RUN_S``).
+- A ``qkv`` file is already in memory once loaded, so its runs are not estimated up front.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from vfasim.errors import VfasimError
+
+LONG_RUN_S = 60.0
+BASE_BYTES = 100 * 2**20  # interpreter, NumPy, SimPy, pandas
+BYTES_PER_QKV_ELEMENT = 64  # Q, K, V, O in float32, the float64 oracle's copies, the workload generator
+BYTES_PER_SCORE_ELEMENT = 64  # one step's [rows, Br, Bc] tiles and temporaries, in two engines
+BYTES_PER_OP = 300  # columnar trace, dependency lists and the timing model's per-op state
+OPS_PER_TILE = 16
+SECONDS_PER_SCORE_ELEMENT = 2e-7
+SECONDS_PER_TILE = 4e-4
+#: keywords whose value a ``qkv`` file replaces, with the default that means "not given"
+FROM_FILE = {"seq_len": 4096, "head_dim": 128, "heads": 1, "kv_heads": None, "workload": "llm-like"}
+
+
+class LongRunWarning(UserWarning):
+    """A run estimated to take longer than ``LONG_RUN_S`` seconds."""
+
+
+def integer(name: str, value: object, low: int = 1) -> int:
+    """``value`` as a Python int >= ``low`` (NumPy integers accepted; bool and float refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
+        raise VfasimError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def flag(name: str, value: object) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise VfasimError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def number(name: str, value: object, low: float = -math.inf, high: float = math.inf) -> float:
+    """A finite real number in [low, high] as a float."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not ok or not math.isfinite(value) or not low <= value <= high:
+        raise VfasimError(f"{name} must be a finite number in [{low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
+def text(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise VfasimError(f"{name} must be a name (a string), got {value!r}")
+    return value
+
+
+def path(name: str, value: object) -> Path:
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise VfasimError(f"{name} must be a file path (str or Path), got {value!r}")
+    return Path(value)
+
+
+def optional(rule: Callable) -> Callable:
+    return lambda name, value: None if value is None else rule(name, value)
+
+
+RULES: dict[str, Callable[[str, object], object]] = {
+    "seq_len": integer, "head_dim": integer, "block_q": integer, "block_k": integer, "heads": integer,
+    "kv_heads": optional(integer), "queries": integer, "seed": lambda n, v: integer(n, v, 0),
+    "causal": flag, "decode": flag, "progress": flag, "algo": text, "workload": text, "schedule": text,
+    "qkv": optional(path), "trace_out": optional(path),
+}
+OPTION_RULES: dict[str, Callable[[str, object], object]] = {
+    "lam": lambda n, v: number(n, v, 0.0, 1.0), "topk": lambda n, v: integer(n, v, 0),
+    "key_summary": optional(text), "q_summary": optional(text), "minit": optional(flag),
+    "reorder": optional(flag), "rescale_threshold": optional(lambda n, v: number(n, v, 0.0)),
+    "exp_emulation": optional(lambda n, v: number(n, v, 0.0, 1.0)),
+}
+
+
+def check_options(options: object) -> None:
+    """Each field of an ``Options`` has the type and range the model accepts."""
+    for name, rule in OPTION_RULES.items():
+        rule(name, getattr(options, name))
+
+
+def checked(func: Callable) -> Callable:
+    """Decorate an API entry point: arguments normalised and checked before it runs."""
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise VfasimError(f"{func.__name__}(): {exc}") from None
+        bound.apply_defaults()
+        values = _normalised(bound.arguments, signature)
+        check_combination(values)
+        return func(**values)
+
+    return wrapper
+
+
+def _normalised(arguments: Mapping[str, object], signature: inspect.Signature) -> dict[str, object]:
+    """Keyword -> value, with ``**kwargs`` flattened and every known keyword through its rule."""
+    values: dict[str, object] = {}
+    for name, value in arguments.items():
+        if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+            values.update(value)
+        else:
+            values[name] = value
+    for name, value in values.items():
+        rule = RULES.get(name) or OPTION_RULES.get(name)
+        if rule is not None:
+            values[name] = rule(name, value)
+    if "options" in values and not _is_options(values["options"]):
+        raise VfasimError(f"options must be vfasim.api.Options(...) (or give lam=..., topk=... as keywords), "
+                          f"got {type(values['options']).__name__}")
+    if "factors" in values:
+        values["factors"] = factors(values["factors"])
+    return values
+
+
+def _is_options(value: object) -> bool:
+    from vfasim.api import Options  # the API imports this module
+
+    return isinstance(value, Options)
+
+
+def factors(values: object) -> tuple[float, ...]:
+    """Sensitivity multipliers: a non-empty sequence of finite numbers in [1e-3, 1e3]."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise VfasimError(f"factors must be a sequence of numbers, got {values!r}")
+    out = tuple(number("factor", f, 1e-3, 1e3) for f in values)
+    if not out:
+        raise VfasimError("factors must hold at least one number")
+    return out
+
+
+def check_combination(values: Mapping[str, object]) -> None:
+    """Inputs that would be ignored are refused; sizes are estimated; the output path is checked."""
+    if not values.get("decode", False) and values.get("queries", 1) != 1:
+        raise VfasimError(f"queries ({values['queries']}) applies only with decode (--decode)")
+    if values.get("qkv") is not None:
+        given = [k for k, default in FROM_FILE.items() if k in values and values[k] != default]
+        if given:
+            raise VfasimError(f"{', '.join(given)} cannot be given with qkv: the file sets the workload and "
+                              "its sizes")
+    elif "seq_len" in values:
+        check_plan(values)
+    if values.get("trace_out") is not None:
+        from vfasim.outputs import check_file_target
+
+        check_file_target(values["trace_out"], "trace file")
+
+
+def check_blocks(tiling) -> None:
+    """A block larger than its sequence is refused: padding it would count work that is not there."""
+    for name, block, length, what in (("block_q", tiling.block_q, tiling.seq_len, "query rows"),
+                                      ("block_k", tiling.block_k, tiling.kv_len, "keys")):
+        if block > length:
+            raise VfasimError(f"{name} {block} is larger than the {length} {what}: the padded tile would count "
+                              f"{block / length:.3g}x the work; give {name} <= {length}")
+
+
+def check_plan(values: Mapping[str, object]) -> None:
+    """Refuse a generated workload whose memory estimate exceeds what is available; warn if long."""
+    g = {k: values.get(k, d) for k, d in (("seq_len", 4096), ("head_dim", 128), ("block_q", 128),
+                                             ("block_k", 128), ("heads", 1), ("causal", True),
+                                             ("decode", False), ("queries", 1))}
+    rows = g["queries"] if g["decode"] else g["seq_len"]
+    need, seconds = estimate(rows, g["seq_len"], g["head_dim"], min(g["block_q"], rows), g["block_k"],
+                             g["heads"], g["causal"])
+    have = available_bytes()
+    if need > have:
+        raise VfasimError(f"this run would need about {_gib(need)} of memory (seq_len {g['seq_len']}, heads "
+                          f"{g['heads']}, head_dim {g['head_dim']}), more than the {_gib(have)} available; "
+                          "use a smaller size")
+    if seconds > LONG_RUN_S and not values.get("progress", False):
+        warnings.warn(f"this run is estimated to take about {_duration(seconds)} (rough, ±2×)",
+                      LongRunWarning, stacklevel=4)
+
+
+def estimate(rows: int, kv_len: int, head_dim: int, block_q: int, block_k: int, heads: int,
+             causal: bool) -> tuple[float, float]:
+    """(bytes, seconds) a run would need, roughly (see the module notes)."""
+    nq, nk = math.ceil(rows / block_q), math.ceil(kv_len / block_k)
+    tiles = heads * (min(nq * nk, nq * (nk + 1) / 2 + nq) if causal and rows == kv_len else nq * nk)
+    elements = tiles * block_q * block_k
+    need = (BASE_BYTES + BYTES_PER_QKV_ELEMENT * heads * (rows + 2 * kv_len) * head_dim
+            + BYTES_PER_SCORE_ELEMENT * heads * nq * block_q * block_k + BYTES_PER_OP * OPS_PER_TILE * tiles)
+    return need, SECONDS_PER_SCORE_ELEMENT * elements * head_dim / 128 + SECONDS_PER_TILE * tiles
+
+
+def available_bytes() -> float:
+    """Memory the kernel says is available now (MemAvailable), else the physical total."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return math.inf
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.0f} GiB" if n >= 2**30 else f"{n / 2**20:,.0f} MiB"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
