@@ -65,7 +65,7 @@ def test_names_are_case_insensitive_and_paths_load(tmp_path):
     ("base: C16V32\nname: x\npipelines:\n  cube:\n    speed: 3\n", r"pipelines\.cube\.speed: unknown field"),
     ("base: C16V32\nname: x\nscore_buffers: 0\n", r"score_buffers: Input should be greater than 0"),
     ("base: C16V32\nname: x\nop_map:\n  exp: sfu\n", r"unknown pipeline 'sfu'"),
-    ("base: C16V32\nname: x\npipelines:\n  exp:\n    throughput:\n      float16: -1\n", r"must be > 0"),
+    ("base: C16V32\nname: x\npipelines:\n  exp:\n    throughput:\n      float16: -1\n", r"must be a finite rate"),
     ("base: C16V32\nname: x\nprecision:\n  matmul: int3\n", r"unknown data type 'int3'"),
     ("name: [unclosed\n", r"not valid YAML at line"),
     ("- a list\n", r"expected a mapping"),

@@ -38,9 +38,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
 from vfasim.errors import VfasimError
 from vfasim.hw.config import FUSED, HardwareConfig
+from vfasim.hw.registry import first_error
+from vfasim.inputs import factors as check_factors
 from vfasim.sim import simulate
 from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
 
@@ -60,8 +63,7 @@ class Knob:
 def sensitivity(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined",
                 factors: Sequence[float] = (2.0, 0.5)) -> pd.DataFrame:
     """Latency of ``trace`` with each parameter of ``hw`` changed in turn, most sensitive first."""
-    if not factors or any(not f > 0 for f in factors):
-        raise VfasimError(f"factors must be positive numbers, got {tuple(factors)}")
+    factors = check_factors(factors)
     base = simulate(trace, hw, schedule).total_cycles
     rows = [_row(trace, hw, schedule, knob, step, base)
             for knob in knobs(trace, hw) for step in _steps(knob, factors)]
@@ -92,7 +94,10 @@ def modified(hw: HardwareConfig, knob: Knob, step: float) -> HardwareConfig:
     for key in parents:
         node = node.setdefault(key, {})
     node[leaf] = _value(knob, step)
-    return HardwareConfig.model_validate(doc)
+    try:
+        return HardwareConfig.model_validate(doc)
+    except ValidationError as exc:
+        raise VfasimError(f"{knob.parameter} x{step:g} leaves the accepted range: {first_error(exc)}") from None
 
 
 def _steps(knob: Knob, factors: Sequence[float]) -> list[float]:

@@ -408,16 +408,42 @@ def read_npy(path: Path) -> tuple[np.ndarray, ...]:
     return loaded[0], loaded[1], loaded[2]
 
 
+#: how each kind of file starts: .npy's magic string, and a zip archive's local or empty header
+MAGIC = {".npy": (b"\x93NUMPY",), ".npz": (b"PK\x03\x04", b"PK\x05\x06")}
+
+
+def magic_problem(path: Path) -> str | None:
+    """Say what the file is not, from its first bytes (numpy would call anything unknown "pickled")."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as exc:
+        return f"cannot read ({exc.strerror})"
+    suffix = path.suffix.lower()
+    if any(head.startswith(m) for m in MAGIC[suffix]):
+        return None
+    other = next((s for s, ms in MAGIC.items() if s != suffix and any(head.startswith(m) for m in ms)), None)
+    if other is not None:
+        return f"does not parse: it is named {suffix} but holds a {other} file"
+    kind = "an empty file" if not head else "text" if head.isascii() else "unknown binary data"
+    expected = "a NumPy .npy array" if suffix == ".npy" else "an .npz (zip) archive of arrays q, k, v"
+    return f"does not parse: it is {kind}, not {expected}"
+
+
 LOADERS: dict[str, Callable[[Path], tuple[np.ndarray, ...]]] = {".npz": read_npz, ".npy": read_npy}
 
 
 def read_arrays(path: Path) -> tuple[np.ndarray, ...]:
     """The raw q, k, v arrays of a file, or a VfasimError naming the file."""
     if not path.is_file():
-        raise file_error(path, "file not found")
+        raise file_error(path, "is a directory, not a file" if path.is_dir() else
+                         "file not found" if not path.exists() else "is not a regular file")
     reader = LOADERS.get(path.suffix.lower())
     if reader is None:
         raise file_error(path, f"unknown extension {path.suffix!r} (expected .npz or .npy)")
+    problem = magic_problem(path)
+    if problem is not None:
+        raise file_error(path, problem)
     try:
         return reader(path)
     except VfasimError:

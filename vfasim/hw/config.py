@@ -23,6 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from vfasim.trace import DTYPES, OP_KINDS
 
 FUSED = "fused"
+#: plausible ranges: beyond them an op's cycle count leaves integer range or rounds to nothing
+MIN_RATE, MAX_RATE = 1e-3, 1e9  # work units per cycle
+MAX_CYCLES = 10**9  # fixed cycles per op
+MAX_WORK_FACTOR = 1e3
 Role = Literal["tensor", "vector", "exp", "memory"]
 
 
@@ -35,9 +39,9 @@ class Pipeline(_Strict):
     throughput: dict[str, float] = Field(
         min_length=1, description="Work units per cycle by data type: MACs (tensor), elements "
                                   "(vector, exp) or bytes (memory)")
-    startup_cycles: int = Field(ge=0, description="Fixed latency added to every op on this pipeline")
-    issue_overhead_cycles: int = Field(ge=0, description="Per-instruction issue cost, once per op")
-    units: int = Field(default=1, gt=0, description="Identical instances that serve ops in parallel")
+    startup_cycles: int = Field(ge=0, le=MAX_CYCLES, description="Fixed latency added to every op on this pipeline")
+    issue_overhead_cycles: int = Field(ge=0, le=MAX_CYCLES, description="Per-instruction issue cost, once per op")
+    units: int = Field(default=1, gt=0, le=4096, description="Identical instances that serve ops in parallel")
 
     @model_validator(mode="after")
     def _known_positive_rates(self) -> Pipeline:
@@ -45,8 +49,9 @@ class Pipeline(_Strict):
             if dtype not in (*DTYPES, "bytes"):
                 raise ValueError(f"unknown data type {dtype!r} in throughput "
                                  f"(valid: {', '.join(DTYPES)}, or bytes for data movers)")
-            if not rate > 0:
-                raise ValueError(f"throughput for {dtype} must be > 0, got {rate}")
+            if not MIN_RATE <= rate <= MAX_RATE:  # also refuses inf and nan
+                raise ValueError(f"throughput for {dtype} must be a finite rate in [{MIN_RATE:g}, {MAX_RATE:g}] "
+                                 f"per cycle, got {rate}")
         return self
 
 
@@ -84,9 +89,9 @@ class PrecisionSpec(_Strict):
 class HardwareConfig(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
-    clock_ghz: float = Field(gt=0, description="Core clock, to turn cycles into time")
+    clock_ghz: float = Field(gt=0, le=1e3, allow_inf_nan=False, description="Core clock, to turn cycles into time")
     precision: PrecisionSpec
-    score_buffers: int = Field(gt=0, description="Score-tile buffers: how far the cube may run ahead")
+    score_buffers: int = Field(gt=0, le=1024, description="Score-tile buffers: how far the cube may run ahead")
     pipelines: dict[str, Pipeline] = Field(min_length=1)
     op_map: dict[str, str] = Field(description="Op kind -> pipeline name, or 'fused' (free)")
     work_factor: dict[str, float] = Field(
@@ -104,8 +109,9 @@ class HardwareConfig(_Strict):
                 raise ValueError(f"op_map.{kind} names unknown pipeline {pipe!r} "
                                  f"(pipelines: {', '.join(self.pipelines)})")
         for kind, factor in self.work_factor.items():
-            if kind not in OP_KINDS or not factor > 0:
-                raise ValueError(f"work_factor.{kind} must name an op kind and be > 0")
+            if kind not in OP_KINDS or not 0 < factor <= MAX_WORK_FACTOR:
+                raise ValueError(f"work_factor.{kind} must name an op kind and be a finite number in "
+                                 f"(0, {MAX_WORK_FACTOR:g}]")
         self._check_rates()
         return self
 

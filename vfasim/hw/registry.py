@@ -32,37 +32,50 @@ def _builtin_files() -> dict[str, Any]:
 
 def load_hw(name_or_path: str | Path) -> HardwareConfig:
     """A built-in config by name (case-insensitive) or a YAML file by path."""
-    raw, origin = _raw(str(name_or_path), depth=0)
+    raw, origin = _raw(str(name_or_path), chain=())
     try:
         return HardwareConfig.model_validate(raw)
     except ValidationError as exc:
         raise VfasimError(f"hw config {origin}: {first_error(exc)}") from None
 
 
-def _raw(name_or_path: str, depth: int) -> tuple[dict, str]:
-    if depth > MAX_BASE_DEPTH:
+def _raw(name_or_path: str, chain: tuple[str, ...], folder: Path | None = None) -> tuple[dict, str]:
+    """The merged document of a config and its ``base`` chain; a relative base path is read from
+    the folder of the YAML file that names it."""
+    text, origin, key = _source(name_or_path, folder)
+    if key in chain:
+        cycle = " -> ".join(k.split(":", 1)[1] for k in (*chain[chain.index(key):], key))
+        raise VfasimError(f"hw config {origin}: 'base' chain is a cycle ({cycle})")
+    if len(chain) > MAX_BASE_DEPTH:
         raise VfasimError(f"hw config {name_or_path}: 'base' chain deeper than {MAX_BASE_DEPTH}")
-    text, origin = _source(name_or_path)
     raw = _read_yaml(text, origin)
     base = raw.pop("base", None)
     if base is None:
         return raw, origin
     if not isinstance(base, str):
         raise VfasimError(f"hw config {origin}: base must be a config name or path")
-    parent, _ = _raw(base, depth + 1)
+    here = Path(origin).parent if key.startswith("file:") else None
+    parent, _ = _raw(base, (*chain, key), here)
     return deep_merge(parent, raw), origin
 
 
-def _source(name_or_path: str) -> tuple[str, str]:
+def _source(name_or_path: str, folder: Path | None = None) -> tuple[str, str, str]:
+    """(text, name to report, identity for cycle checks) of a built-in name or a YAML path."""
     builtins = {k.lower(): v for k, v in _builtin_files().items()}
     if name_or_path.lower() in builtins:
-        return builtins[name_or_path.lower()].read_text(), name_or_path
+        return builtins[name_or_path.lower()].read_text(), name_or_path, f"builtin:{name_or_path.lower()}"
     path = Path(name_or_path)
+    if folder is not None and not path.is_absolute():
+        path = folder / path
     if path.suffix in (".yaml", ".yml") or path.exists():
+        if path.is_dir():
+            raise VfasimError(f"hw config {path}: is a directory, not a YAML file")
         try:
-            return path.read_text(), str(path)
+            return path.read_text(), str(path), f"file:{path.resolve()}"
         except OSError as exc:
             raise VfasimError(f"hw config {path}: cannot read ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise VfasimError(f"hw config {path}: not a text file (not UTF-8)") from None
     raise VfasimError(f"unknown hw config {name_or_path!r} (built-in: {', '.join(builtin_names())}; "
                       "or give a path to a .yaml file)")
 

@@ -51,8 +51,10 @@ def op_cycles(trace: Trace, hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]
         table[code] = _price(hw, KIND_NAMES[code // len(DTYPES)], DTYPES[code % len(DTYPES)])
     pipe = table[combo, 0].astype(np.int16)
     body = np.ceil(trace.work * table[combo, 2] / table[combo, 1])
-    cycles = (table[combo, 3] + body + table[combo, 4]).astype(np.int64)
-    return pipe, cycles
+    cycles = table[combo, 3] + body + table[combo, 4]
+    if cycles.sum() >= 2**62:  # the schedule's sums would leave int64
+        raise VfasimError(f"{hw.name}: this trace would take over 2^62 cycles; the rates are implausibly low")
+    return pipe, cycles.astype(np.int64)
 
 
 def _price(hw: HardwareConfig, kind: str, dtype: str) -> tuple[float, ...]:
