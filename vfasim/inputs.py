@@ -149,7 +149,10 @@ def factors(values: object) -> tuple[float, ...]:
     """Sensitivity multipliers: a non-empty sequence of finite numbers in [1e-3, 1e3]."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise VfasimError(f"factors must be a sequence of numbers, got {values!r}")
-    out = tuple(number("factor", f, 1e-3, 1e3) for f in values)
+    try:
+        out = tuple(number("factor", f, 1e-3, 1e3) for f in values)
+    except VfasimError:
+        raise VfasimError(f"factors must be positive finite numbers in [0.001, 1000], got {tuple(values)}") from None
     if not out:
         raise VfasimError("factors must hold at least one number")
     return out
