@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from vfasim import __version__
 from vfasim.api import Options, run, sensitivity_table
-from vfasim.errors import VfasimError
+from vfasim import interrupt
+from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import ALGORITHMS
 from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES
 from vfasim.hw import builtin_names, load_hw
+from vfasim.outputs import check_folder_target
 from vfasim.report import format_hw, format_run, to_json
 from vfasim.sim import SCHEDULES
 from vfasim.workloads import WORKLOADS
@@ -25,7 +28,7 @@ EXIT_BROKEN = 3  # vfasim run --check: the run's numerics verdict is broken
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, like every other bad input
-        raise VfasimError(message)
+        raise VfasimError(f"{self.prog}: {message}" if " " in self.prog else message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +64,20 @@ def build_parser() -> argparse.ArgumentParser:
     hw_sub.add_parser("list", help="names of the built-in configs")
     show = hw_sub.add_parser("show", help="print one config (built-in name or YAML path)")
     show.add_argument("name")
+    _name_commands_and_defaults(parser)
     return parser
+
+
+def _name_commands_and_defaults(parser: argparse.ArgumentParser) -> None:
+    """Sub-commands shown as ``{list,show}`` (not their internal names); every option's default in --help."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            action.metavar = "{" + ",".join(action.choices) + "}"
+            for sub in action.choices.values():
+                _name_commands_and_defaults(sub)
+        elif action.option_strings and not any(action.default is x for x in (None, False, argparse.SUPPRESS)) \
+                and "default" not in (action.help or ""):
+            action.help = f"{action.help} (default: %(default)s)" if action.help else "(default: %(default)s)"
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
@@ -130,17 +146,35 @@ def _add_sweep(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    if not argv:
+        print(parser.format_usage().rstrip(), file=sys.stderr)
+        print("error: choose a command (vfasim --help describes them)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
-        args = build_parser().parse_args(argv)
-        text, status = _dispatch(args)
-        print(text)
-        return status
+        with interrupt.handled(), warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            text, status = _dispatch(parser.parse_args(argv))
+            print(text)
+            return status
     except VfasimError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Interrupted as exc:
+        interrupt.finish(str(exc))
+    except KeyboardInterrupt:
+        interrupt.finish("interrupted")
+    except MemoryError:
+        print("error: out of memory; use a smaller size", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # e.g. `vfasim run | head`: the reader left, nothing to report
         sys.stderr.close()
     return 0
+
+
+def _one_line_warning(message, category, *args, **kwargs) -> None:
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
@@ -172,9 +206,10 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
 
 def _figure(args: argparse.Namespace) -> str:
     from vfasim.figure import SHARE_CLAIMS, latency_ratio  # plotting stack loads only for this command
-    from vfasim.report.figure_write import summary, write_latency_ratio
+    from vfasim.report.figure_write import FIGURE_FILES, summary, write_latency_ratio
 
     fit = SHARE_CLAIMS if args.fit is None else frozenset(x for x in args.fit.split(",") if x)
+    check_folder_target(args.out, FIGURE_FILES)
     result = latency_ratio(seq_len=args.seq_len, granularity=args.granularity, head_dim=args.head_dim, fit=fit,
                            with_fa4=args.fa4, search=bool(fit))
     from vfasim.figure.numerics import verdict_line, verdicts

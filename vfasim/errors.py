@@ -6,3 +6,10 @@ class VfasimError(ValueError):
 
     The CLI prints ``error: <message>`` and exits non-zero without a traceback.
     """
+
+
+class Interrupted(Exception):
+    """The user interrupted a command (Ctrl-C); the message says what was kept.
+
+    The CLI prints the message on one line and exits with status 130.
+    """

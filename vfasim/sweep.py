@@ -32,6 +32,8 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -46,15 +48,17 @@ from tqdm import tqdm
 
 from vfasim import __version__
 from vfasim.api import Options, run
-from vfasim.errors import VfasimError
+from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import policy_for
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import deep_merge, first_error
-from vfasim.report.sweep_plots import format_sweep, sweep_frame, write_sweep
+from vfasim.outputs import check_folder_target, folder_lock
+from vfasim.report.sweep_plots import SWEEP_FILES, format_sweep, sweep_frame, write_sweep
 
 SCALES = {"exp_scale": "exp", "vector_scale": "vector", "tensor_scale": "tensor"}
 JOURNAL = "points.jsonl"
 EXECUTORS = ("local", "dask")
+PARENT_POLL_S = 0.5
 _NOT_SWEPT = {"hw", "algo", "options", "return"}  # options are swept one by one, by name
 
 
@@ -130,8 +134,8 @@ def scale_axis(name: str, text: str) -> Axis:
     """``--exp-scale 0.5,1,2`` -> the ``exp_scale`` axis; factors must be positive numbers."""
     values = tuple(_scalar(v) for v in text.split(","))
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise VfasimError(f"{name}: scale factors must be numbers > 0, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+            raise VfasimError(f"{name}: scale factors must be finite numbers > 0, got {v!r}")
     return Axis(name, values)
 
 
@@ -293,7 +297,7 @@ def _compute(pending: list[Point], executor: str, jobs: int | None, scheduler) -
 def _on_pool(pending: list[Point], jobs: int) -> Iterator[tuple[Point, dict]]:
     """Results as they finish; if abandoned (Ctrl-C, max_points), the workers are stopped at once."""
     before = set(multiprocessing.active_children())
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(),))
     futures = {pool.submit(run_point, p.hw_doc, p.algo, p.run_kwargs): p for p in pending}
     workers = set(multiprocessing.active_children()) - before
     try:
@@ -305,6 +309,22 @@ def _on_pool(pending: list[Point], jobs: int) -> Iterator[tuple[Point, dict]]:
             worker.terminate()
         raise
     pool.shutdown()
+
+
+def _worker_start(parent: int) -> None:
+    """In each pool worker: Ctrl-C is the parent's to handle, and the worker ends when the parent does.
+
+    A worker blocks reading its task pipe, whose other end it inherited, so it would never see
+    the parent die (SIGKILL, OOM killer); a daemon thread checks the parent every half second.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True, name="watch-parent").start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def _on_dask(pending: list[Point], scheduler) -> Iterator[tuple[Point, dict]]:
@@ -351,7 +371,11 @@ def _journal_writer(path: Path | None) -> Iterator:
     if path is None:
         yield lambda record: json.loads(json.dumps(record, default=_plain))
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(path.parent, "a sweep writing its journal"):
+        yield from _appending(path)
+
+
+def _appending(path: Path) -> Iterator:
     data = path.read_bytes() if path.exists() else b""
     if data and not data.endswith(b"\n"):
         with open(path, "r+b") as f:
@@ -400,13 +424,15 @@ def sweep_command(args: argparse.Namespace) -> str:
     axes += [parse_set(s) for s in args.sets]
     kwargs = {k: getattr(args, k) for k in ("seq_len", "head_dim", "block_q", "block_k", "causal", "heads",
                                             "seed", "workload", "schedule")}
+    if args.out:
+        check_folder_target(args.out, (JOURNAL, *SWEEP_FILES), "--out folder")
     points = make_points(_names(args.hw, "C4V16"), _names(args.algo, "vfa"), axes, kwargs)
     try:
         result = run_sweep(points, args.out, executor=args.executor, jobs=args.jobs, scheduler=args.scheduler,
-                           progress=not args.quiet and sys.stdout.isatty())
+                           progress=not args.quiet and sys.stderr.isatty())
     except KeyboardInterrupt:
         where = f"{args.out}/{JOURNAL}" if args.out else "nowhere (no --out)"
-        raise VfasimError(f"interrupted; finished points are kept in {where}: run the same command to resume") from None
+        raise Interrupted(f"interrupted; finished points are kept in {where}: run the same command to resume") from None
     frame = results_frame(result)
     x = x_axis(points)
     written = write_sweep(frame, x, [c for c in points[0].inputs if c != x], Path(args.out)) if args.out else []

@@ -1,6 +1,6 @@
 """Writing the latency-ratio outputs: bars, claims (CSV + Markdown), parameters, curve, implied bars.
 
-Every file is written to a temporary name and renamed, so an interrupted run leaves nothing half-written.
+Every file is written atomically (``vfasim.outputs``), so an interrupted run leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -16,9 +15,13 @@ from vfasim.figure.claims import PRIMARY_REASON
 from vfasim.figure.fit import P7_PROOF
 from vfasim.figure.params import PARAM_RANGES, at_bound, describe
 from vfasim.figure.views import BAR_COLUMNS
+from vfasim.outputs import write_text
 
 CLAIM_COLUMNS = ("claim", "reading", "primary", "granularity", "head_dim", "paper_value", "model_value", "met",
                  "role", "miss_class")
+#: every file ``write_latency_ratio`` writes into its folder
+FIGURE_FILES = ("latency_ratio.png", "latency_ratio.svg", "latency_ratio.csv", "claims.csv", "claims.md",
+                "params.json", "exp_curve.csv", "implied.csv")
 CURVE_COLUMNS = ("granularity", "head_dim", "exp_scale", "stacked_vs_vfa_c16v32", "overlapped_vs_vfa_c16v32",
                  "stacked_vs_fa_c16v32", "overlapped_vs_fa_c16v32", "stacked_vs_fa_same", "overlapped_vs_fa_same")
 
@@ -40,15 +43,8 @@ def write_latency_ratio(result, out: Path) -> list[Path]:
         "implied.csv": csv_text(result.implied, tuple(result.implied[0])),
     }
     for name, text in files.items():
-        paths.append(_atomic(out / name, text))
+        paths.append(write_text(out / name, text))
     return paths
-
-
-def _atomic(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
 
 
 def _cell(v) -> str:
