@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import NoReturn
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
-GRACE_S = 0.8
+GRACE_S = 0.5
 _state = {"interrupted": False}
 _once = threading.Lock()
 

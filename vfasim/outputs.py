@@ -37,6 +37,9 @@ def check_file_target(target: str | os.PathLike, what: str = "output file") -> P
         raise VfasimError(f"{what} {target}: folder {folder} {missing}")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise VfasimError(f"{what} {target}: folder {folder} is not writable")
+    fd, probe = _mkstemp(target, what)  # the folder really takes a new file (not /proc, not read-only)
+    os.close(fd)
+    os.unlink(probe)
     return target
 
 

@@ -181,7 +181,8 @@ def plot_shares(frame: pd.DataFrame, x: str, series: list[str], stem: Path) -> l
     for ax in list(axes.flat)[len(groups):]:
         ax.set_visible(False)
     axes.flat[0].legend(fontsize=7, loc="upper center", ncol=3)
-    fig.supylabel("share of tensor + vector + exp busy cycles")
+    for ax in axes[:, 0]:  # an axis label, so tight_layout keeps it inside the figure
+        ax.set_ylabel("share of tensor + vector\n+ exp busy cycles")
     return _save(fig, stem)
 
 
