@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -64,6 +65,8 @@ def make_files(root: Path) -> None:
     os.mkfifo(root / "sweep_out" / "results.csv")
     os.mkfifo(root / "fifo.json")
     (root / "target.json").write_text("{}")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock.json")  # relative: the test's folder is the working directory
     (root / "link.json").symlink_to(root / "target.json")
     rng = np.random.default_rng(0)
     np.savez(root / "ok.npz", **{n: rng.standard_normal((64, 32)).astype(np.float32) for n in "qkv"})
@@ -76,7 +79,8 @@ CLI_CASES: dict[str, tuple[list[str], list[str]]] = {
     "trace-fifo": (["run", *SMALL, "--trace-out", "fifo.json"], ["fifo.json", "fifo"]),
     "trace-symlink": (["run", *SMALL, "--trace-out", "link.json"], ["link.json", "symbolic link"]),
     "trace-no-folder": (["run", *SMALL, "--trace-out", "absent/t.json"], ["absent", "does not exist"]),
-    "trace-device": (["run", *SMALL, "--trace-out", "/dev/null"], ["/dev/null", "device"]),
+    "trace-socket": (["run", *SMALL, "--trace-out", "sock.json"], ["sock.json", "socket"]),  # not a device:
+    # a regression must not be able to replace /dev/null when the tests run as root
     "sweep-out-file": (["sweep", *SMALL, "--out", "results_file"], ["results_file", "not a directory"]),
     "sweep-out-fifo": (["sweep", *SMALL, "--out", "sweep_out"], ["results.csv", "fifo"]),
     "figure-out-file": (["figure", "latency-ratio", "--out", "results_file"], ["results_file", "not a directory"]),
