@@ -92,13 +92,16 @@ OPTION_RULES: dict[str, Callable[[str, object], object]] = {
     "key_summary": optional(text), "q_summary": optional(text), "minit": optional(flag),
     "reorder": optional(flag), "rescale_threshold": optional(lambda n, v: number(n, v, 0.0)),
     "exp_emulation": optional(lambda n, v: number(n, v, 0.0, 1.0)),
+    "protect_special": optional(flag), "minit_clamp": optional(flag), "fp32_state": optional(flag),
+    "p_bf16": optional(flag), "minit_margin": optional(lambda n, v: number(n, v)),
 }
 
 
 def check_options(options: object) -> None:
     """Each field of an ``Options`` has the type and range the model accepts."""
     for name, rule in OPTION_RULES.items():
-        rule(name, getattr(options, name))
+        if hasattr(options, name):
+            rule(name, getattr(options, name))
 
 
 def checked(func: Callable) -> Callable:
