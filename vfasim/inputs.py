@@ -23,6 +23,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -130,16 +131,23 @@ def _normalised(arguments: Mapping[str, object], signature: inspect.Signature) -
             values.update(value)
         else:
             values[name] = value
-    for name, value in values.items():
-        rule = RULES.get(name) or OPTION_RULES.get(name)
-        if rule is not None:
-            values[name] = rule(name, value)
+    values = normalised_keywords(values)
     if "options" in values and not _is_options(values["options"]):
         raise VfasimError(f"options must be vfasim.api.Options(...) (or give lam=..., topk=... as keywords), "
                           f"got {type(values['options']).__name__}")
     if "factors" in values:
         values["factors"] = factors(values["factors"])
     return values
+
+
+def normalised_keywords(values: Mapping[str, object]) -> dict[str, object]:
+    """Each keyword of ``run`` with a rule (sizes, flags, names, paths, options) through it."""
+    return {k: (RULES.get(k) or OPTION_RULES.get(k) or (lambda n, v: v))(k, v) for k, v in values.items()}
+
+
+def check_keywords(values: Mapping[str, object]) -> None:
+    """``run``'s keywords checked as a call would check them, without running (a sweep's points)."""
+    check_combination(normalised_keywords(values))
 
 
 def _is_options(value: object) -> bool:
@@ -193,6 +201,8 @@ def check_plan(values: Mapping[str, object]) -> None:
                                              ("block_k", 128), ("heads", 1), ("causal", True),
                                              ("decode", False), ("queries", 1))}
     rows = g["queries"] if g["decode"] else g["seq_len"]
+    check_blocks(SimpleNamespace(block_q=min(g["block_q"], rows) if g["decode"] else g["block_q"], seq_len=rows,
+                                 block_k=g["block_k"], kv_len=g["seq_len"]))
     need, seconds = estimate(rows, g["seq_len"], g["head_dim"], min(g["block_q"], rows), g["block_k"],
                              g["heads"], g["causal"])
     have = available_bytes()

@@ -37,9 +37,7 @@ def check_file_target(target: str | os.PathLike, what: str = "output file") -> P
         raise VfasimError(f"{what} {target}: folder {folder} {missing}")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise VfasimError(f"{what} {target}: folder {folder} is not writable")
-    fd, probe = _mkstemp(target, what)  # the folder really takes a new file (not /proc, not read-only)
-    os.close(fd)
-    os.unlink(probe)
+    _probe(target, what)
     return target
 
 
@@ -53,6 +51,7 @@ def check_folder_target(folder: str | os.PathLike, names: Iterable[str] = (), wh
         raise VfasimError(f"{what} {folder}: {ancestor} is not a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise VfasimError(f"{what} {folder}: {ancestor} is not writable")
+    _probe(ancestor / ".probe", what)
     if folder.is_dir():
         for name in names:
             _check_kind(folder / name, what.replace("folder", "file"))
@@ -151,6 +150,13 @@ def folder_lock(folder: Path, purpose: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def _probe(target: Path, what: str) -> None:
+    """The folder of ``target`` really takes a new file (not /proc, not a read-only mount)."""
+    fd, probe = _mkstemp(target, what)
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _mkstemp(target: Path, what: str) -> tuple[int, str]:

@@ -52,6 +52,7 @@ from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import policy_for
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import deep_merge, first_error
+from vfasim.inputs import check_keywords
 from vfasim.outputs import check_folder_target, folder_lock
 from vfasim.report.sweep_plots import SWEEP_FILES, format_sweep, sweep_frame, write_sweep
 
@@ -243,6 +244,7 @@ def _scaled(pipe, scales: dict):
 
 
 def _check_options(algo: str, kwargs: dict) -> None:
+    check_keywords({**kwargs, "progress": True})  # types, ignored inputs, memory; no per-point warning
     opts = Options(**{k: v for k, v in kwargs.items() if k in Options.__dataclass_fields__})
     policy_for(algo, **opts.policy_options())
 
@@ -383,9 +385,12 @@ def _appending(path: Path) -> Iterator:
     with open(path, "a") as f:
         def append(record: dict) -> dict:
             line = json.dumps(record, default=_plain)
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+            try:
+                f.write(line + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            except OSError as exc:  # a torn line is dropped on the next run
+                raise VfasimError(f"cannot write {path}: {exc.strerror or exc}; the points before are kept") from None
             return json.loads(line)
 
         yield append
