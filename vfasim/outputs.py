@@ -51,7 +51,6 @@ def check_folder_target(folder: str | os.PathLike, names: Iterable[str] = (), wh
         raise VfasimError(f"{what} {folder}: {ancestor} is not a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise VfasimError(f"{what} {folder}: {ancestor} is not writable")
-    _probe(ancestor / ".probe", what)
     if folder.is_dir():
         for name in names:
             _check_kind(folder / name, what.replace("folder", "file"))
