@@ -10,9 +10,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from vfasim import __version__
+from vfasim import __version__, interrupt
 from vfasim.api import Options, run, sensitivity_table
-from vfasim import interrupt
 from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import ALGORITHMS
 from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES

@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ def flag(name: str, value: object) -> bool:
     return bool(value)
 
 
-def number(name: str, value: object, low: float = -math.inf, high: float = math.inf) -> float:
+def number(name: str, value: Any, low: float = -math.inf, high: float = math.inf) -> float:
     """A finite real number in [low, high] as a float."""
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
     if not ok or not math.isfinite(value) or not low <= value <= high:
@@ -123,9 +124,9 @@ def checked(func: Callable) -> Callable:
     return wrapper
 
 
-def _normalised(arguments: Mapping[str, object], signature: inspect.Signature) -> dict[str, object]:
+def _normalised(arguments: Mapping[str, Any], signature: inspect.Signature) -> dict[str, Any]:
     """Keyword -> value, with ``**kwargs`` flattened and every known keyword through its rule."""
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     for name, value in arguments.items():
         if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
             values.update(value)
@@ -140,12 +141,12 @@ def _normalised(arguments: Mapping[str, object], signature: inspect.Signature) -
     return values
 
 
-def normalised_keywords(values: Mapping[str, object]) -> dict[str, object]:
+def normalised_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
     """Each keyword of ``run`` with a rule (sizes, flags, names, paths, options) through it."""
     return {k: (RULES.get(k) or OPTION_RULES.get(k) or (lambda n, v: v))(k, v) for k, v in values.items()}
 
 
-def check_keywords(values: Mapping[str, object]) -> None:
+def check_keywords(values: Mapping[str, Any]) -> None:
     """``run``'s keywords checked as a call would check them, without running (a sweep's points)."""
     check_combination(normalised_keywords(values))
 
@@ -169,7 +170,7 @@ def factors(values: object) -> tuple[float, ...]:
     return out
 
 
-def check_combination(values: Mapping[str, object]) -> None:
+def check_combination(values: Mapping[str, Any]) -> None:
     """Inputs that would be ignored are refused; sizes are estimated; the output path is checked."""
     if not values.get("decode", False) and values.get("queries", 1) != 1:
         raise VfasimError(f"queries ({values['queries']}) applies only with decode (--decode)")
@@ -195,7 +196,7 @@ def check_blocks(tiling) -> None:
                               f"{block / length:.3g}x the work; give {name} <= {length}")
 
 
-def check_plan(values: Mapping[str, object]) -> None:
+def check_plan(values: Mapping[str, Any]) -> None:
     """Refuse a generated workload whose memory estimate exceeds what is available; warn if long."""
     g = {k: values.get(k, d) for k, d in (("seq_len", 4096), ("head_dim", 128), ("block_q", 128),
                                              ("block_k", 128), ("heads", 1), ("causal", True),

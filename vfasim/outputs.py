@@ -117,7 +117,8 @@ def save_figure(fig, paths: Iterable[Path], dpi: int) -> list[Path]:
     with matplotlib.rc_context({"svg.hashsalt": "vfasim"}):
         for p in paths:
             fmt = Path(p).suffix.lstrip(".")
-            write_with(p, lambda tmp: fig.savefig(tmp, format=fmt, dpi=dpi, metadata=_no_date(fmt)))
+            with atomic_path(p) as tmp:
+                fig.savefig(tmp, format=fmt, dpi=dpi, metadata=_no_date(fmt))
             out.append(Path(p))
     return out
 
