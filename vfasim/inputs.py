@@ -7,9 +7,11 @@ checks the output path, and refuses a run whose memory estimate exceeds the mach
 memory. The command line calls the same functions, so the CLI and the API are equally strict.
 
 Assumptions:
-- The estimates are rough (within about 2× on the runs measured): memory ≈ a fixed start-up
-  cost, plus per Q/K/V element, per element of one step's score tiles and per trace op; time ≈
-  per score element visited plus per tile. They decide only refusals (memory beyond what is
+- The estimates are rough. Memory ≈ a fixed start-up cost, plus per Q/K/V element, per element
+  of one step's score tiles and per trace op; time ≈ per element of every (row block, key
+  block) tile plus per such tile. Against six measured C4V16 vfa runs (seq 1024-16384, heads
+  1-16, blocks 32-128) memory came out 1.3-1.9x high and time 0.46-1.2x of the measured for
+  runs above two seconds (a 16-head run is the most underestimated; start-up is not counted). They decide only a refusal (memory beyond what is
   available) and a warning (runs estimated above ``LONG_RUN_S``).
 - A ``qkv`` file is already in memory once loaded, so its runs are not estimated up front.
 """
@@ -36,10 +38,10 @@ BYTES_PER_QKV_ELEMENT = 64  # Q, K, V, O in float32, the float64 oracle's copies
 BYTES_PER_SCORE_ELEMENT = 64  # one step's [rows, Br, Bc] tiles and temporaries, in two engines
 BYTES_PER_OP = 300  # columnar trace, dependency lists and the timing model's per-op state
 OPS_PER_TILE = 16
-SECONDS_PER_SCORE_ELEMENT = 2e-7
-SECONDS_PER_TILE = 4e-4
-#: keywords whose value a ``qkv`` file replaces, with the default that means "not given"
-FROM_FILE = {"seq_len": 4096, "head_dim": 128, "heads": 1, "kv_heads": None, "workload": "llm-like"}
+SECONDS_PER_SCORE_ELEMENT = 9.3e-8  # per element of every (row block, key block) tile, visited or not
+SECONDS_PER_TILE = 2.1e-4
+#: keywords whose value a ``qkv`` file replaces (given with a file unless left at run's default)
+FROM_FILE = ("seq_len", "head_dim", "heads", "kv_heads", "workload")
 
 
 class LongRunWarning(UserWarning):
@@ -175,7 +177,8 @@ def check_combination(values: Mapping[str, Any]) -> None:
     if not values.get("decode", False) and values.get("queries", 1) != 1:
         raise VfasimError(f"queries ({values['queries']}) applies only with decode (--decode)")
     if values.get("qkv") is not None:
-        given = [k for k, default in FROM_FILE.items() if k in values and values[k] != default]
+        defaults = run_defaults()
+        given = [k for k in FROM_FILE if k in values and values[k] != defaults[k]]
         if given:
             raise VfasimError(f"{', '.join(given)} cannot be given with qkv: the file sets the workload and "
                               "its sizes")
@@ -196,11 +199,17 @@ def check_blocks(tiling) -> None:
                               f"{block / length:.3g}x the work; give {name} <= {length}")
 
 
+@functools.cache
+def run_defaults() -> dict[str, Any]:
+    """Keyword -> default of ``vfasim.run`` (read from its signature: one place for the defaults)."""
+    from vfasim.api import run  # the API imports this module
+
+    return {k: p.default for k, p in inspect.signature(run).parameters.items() if p.default is not p.empty}
+
+
 def check_plan(values: Mapping[str, Any]) -> None:
     """Refuse a generated workload whose memory estimate exceeds what is available; warn if long."""
-    g = {k: values.get(k, d) for k, d in (("seq_len", 4096), ("head_dim", 128), ("block_q", 128),
-                                             ("block_k", 128), ("heads", 1), ("causal", True),
-                                             ("decode", False), ("queries", 1))}
+    g = {**run_defaults(), **values}
     rows = g["queries"] if g["decode"] else g["seq_len"]
     check_blocks(SimpleNamespace(block_q=min(g["block_q"], rows) if g["decode"] else g["block_q"], seq_len=rows,
                                  block_k=g["block_k"], kv_len=g["seq_len"]))
@@ -221,10 +230,10 @@ def estimate(rows: int, kv_len: int, head_dim: int, block_q: int, block_k: int, 
     """(bytes, seconds) a run would need, roughly (see the module notes)."""
     nq, nk = math.ceil(rows / block_q), math.ceil(kv_len / block_k)
     tiles = heads * (min(nq * nk, nq * (nk + 1) / 2 + nq) if causal and rows == kv_len else nq * nk)
-    elements = tiles * block_q * block_k
     need = (BASE_BYTES + BYTES_PER_QKV_ELEMENT * heads * (rows + 2 * kv_len) * head_dim
             + BYTES_PER_SCORE_ELEMENT * heads * nq * block_q * block_k + BYTES_PER_OP * OPS_PER_TILE * tiles)
-    return need, SECONDS_PER_SCORE_ELEMENT * elements * head_dim / 128 + SECONDS_PER_TILE * tiles
+    dense = heads * nq * nk  # the engine's steps batch every row block: time follows this, not `tiles`
+    return need, SECONDS_PER_SCORE_ELEMENT * dense * block_q * block_k + SECONDS_PER_TILE * dense
 
 
 def available_bytes() -> float:
