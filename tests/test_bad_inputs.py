@@ -48,6 +48,7 @@ def make_files(root: Path) -> None:
         "huge_delay.yaml": yaml_over("C16V32", f"pipelines:\n  exp:\n    startup_cycles: {HUGE_INT}\n"),
         "inf_clock.yaml": yaml_over("C16V32", "clock_ghz: .inf\n"),
         "huge_work.yaml": yaml_over("C16V32", "work_factor:\n  exp: 1.0e+300\n"),
+        "bool_delay.yaml": yaml_over("C16V32", "pipelines:\n  exp:\n    startup_cycles: true\n"),
         "cycle_a.yaml": "base: cycle_b.yaml\nname: a\n",
         "cycle_b.yaml": "base: cycle_a.yaml\nname: b\n",
         "self.yaml": "base: self.yaml\nname: s\n",
@@ -83,6 +84,7 @@ CLI_CASES: dict[str, tuple[list[str], list[str]]] = {
     # a regression must not be able to replace /dev/null when the tests run as root
     "sweep-out-file": (["sweep", *SMALL, "--out", "results_file"], ["results_file", "not a directory"]),
     "sweep-out-fifo": (["sweep", *SMALL, "--out", "sweep_out"], ["results.csv", "fifo"]),
+    "sweep-out-empty": (["sweep", *SMALL, "--out", ""], ["--out", "empty"]),
     "figure-out-file": (["figure", "latency-ratio", "--out", "results_file"], ["results_file", "not a directory"]),
     # numbers at the edges
     "yaml-tiny-rate": (["run", *SMALL, "--hw", "tiny_rate.yaml"], ["tiny_rate.yaml", "throughput", "1e-300"]),
@@ -92,6 +94,7 @@ CLI_CASES: dict[str, tuple[list[str], list[str]]] = {
     "yaml-huge-delay": (["run", *SMALL, "--hw", "huge_delay.yaml"], ["huge_delay.yaml", "startup_cycles"]),
     "yaml-inf-clock": (["run", *SMALL, "--hw", "inf_clock.yaml"], ["inf_clock.yaml", "clock_ghz"]),
     "yaml-huge-work": (["run", *SMALL, "--hw", "huge_work.yaml"], ["huge_work.yaml", "work_factor.exp"]),
+    "yaml-bool-delay": (["run", *SMALL, "--hw", "bool_delay.yaml"], ["bool_delay.yaml", "startup_cycles", "integer"]),
     "exp-scale-inf": (["sweep", *SMALL, "--exp-scale", "1e400"], ["exp_scale", "finite"]),
     "exp-scale-tiny": (["sweep", *SMALL, "--exp-scale", "1e-300"], ["exp_scale", "throughput"]),
     "exp-scale-zero": (["sweep", *SMALL, "--exp-scale", "0"], ["exp_scale", "> 0"]),

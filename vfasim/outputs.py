@@ -29,6 +29,8 @@ LOCK_NAME = ".vfasim.lock"
 
 def check_file_target(target: str | os.PathLike, what: str = "output file") -> Path:
     """``target`` may be written: absent or a regular file, in an existing writable folder."""
+    if not str(target):
+        raise VfasimError(f"{what}: an empty name; give a file path")
     target = Path(target)
     _check_kind(target, what)
     folder = target.parent
@@ -43,6 +45,8 @@ def check_file_target(target: str | os.PathLike, what: str = "output file") -> P
 
 def check_folder_target(folder: str | os.PathLike, names: Iterable[str] = (), what: str = "output folder") -> Path:
     """``folder`` may hold outputs ``names``: a directory or absent under a writable directory."""
+    if not str(folder):
+        raise VfasimError(f"{what}: an empty name; give a folder path")
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise VfasimError(f"{what} {folder}: exists and is not a directory")

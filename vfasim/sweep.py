@@ -429,7 +429,7 @@ def sweep_command(args: argparse.Namespace) -> str:
     axes += [parse_set(s) for s in args.sets]
     kwargs = {k: getattr(args, k) for k in ("seq_len", "head_dim", "block_q", "block_k", "causal", "heads",
                                             "seed", "workload", "schedule")}
-    if args.out:
+    if args.out is not None:
         check_folder_target(args.out, (JOURNAL, *SWEEP_FILES), "--out folder")
     points = make_points(_names(args.hw, "C4V16"), _names(args.algo, "vfa"), axes, kwargs)
     try:

@@ -39,9 +39,9 @@ class Pipeline(_Strict):
     throughput: dict[str, float] = Field(
         min_length=1, description="Work units per cycle by data type: MACs (tensor), elements "
                                   "(vector, exp) or bytes (memory)")
-    startup_cycles: int = Field(ge=0, le=MAX_CYCLES, description="Fixed latency added to every op on this pipeline")
-    issue_overhead_cycles: int = Field(ge=0, le=MAX_CYCLES, description="Per-instruction issue cost, once per op")
-    units: int = Field(default=1, gt=0, le=4096, description="Identical instances that serve ops in parallel")
+    startup_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES, description="Fixed latency added to every op on this pipeline")
+    issue_overhead_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES, description="Per-instruction issue cost, once per op")
+    units: int = Field(default=1, strict=True, gt=0, le=4096, description="Identical instances that serve ops in parallel")
 
     @model_validator(mode="after")
     def _known_positive_rates(self) -> Pipeline:
@@ -91,7 +91,7 @@ class HardwareConfig(_Strict):
     description: str = ""
     clock_ghz: float = Field(gt=0, le=1e3, allow_inf_nan=False, description="Core clock, to turn cycles into time")
     precision: PrecisionSpec
-    score_buffers: int = Field(gt=0, le=1024, description="Score-tile buffers: how far the cube may run ahead")
+    score_buffers: int = Field(strict=True, gt=0, le=1024, description="Score-tile buffers: how far the cube may run ahead")
     pipelines: dict[str, Pipeline] = Field(min_length=1)
     op_map: dict[str, str] = Field(description="Op kind -> pipeline name, or 'fused' (free)")
     work_factor: dict[str, float] = Field(
