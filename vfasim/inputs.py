@@ -102,10 +102,10 @@ OPTION_RULES: dict[str, Callable[[str, object], object]] = {
 
 
 def check_options(options: object) -> None:
-    """Each field of an ``Options`` has the type and range the model accepts."""
+    """Each field of a (frozen) ``Options`` checked and normalised in place (``np.int64(2)`` -> ``2``)."""
     for name, rule in OPTION_RULES.items():
         if hasattr(options, name):
-            rule(name, getattr(options, name))
+            object.__setattr__(options, name, rule(name, getattr(options, name)))
 
 
 def checked(func: Callable) -> Callable:
