@@ -266,10 +266,17 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Path)
     assert [p.name for p in tmp_path.iterdir()] == ["results.parquet"] and target.read_text() == "old"
 
 
+#: the CLI, saying "ready" on stderr once imported (main installs its Ctrl-C handler right after)
+READY_CLI = "import sys; from vfasim.cli import main; print('ready', file=sys.stderr, flush=True); " \
+            "sys.exit(main(sys.argv[1:]))"
+
+
 def _cli_process(*argv: str, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "vfasim.cli", *argv], cwd=cwd, env=env, text=True,
+    proc = subprocess.Popen([sys.executable, "-c", READY_CLI, *argv], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None and proc.stderr.readline() == "ready\n"
+    return proc
 
 
 def _children(pid: int) -> list[int]:
@@ -301,8 +308,8 @@ def _wait_for(predicate, timeout: float) -> bool:
 
 
 def test_ctrl_c_during_run_exits_130_with_one_line(tmp_path: Path) -> None:
-    proc = _cli_process("run", "--seq-len", "8192", "--trace-out", "t.json", cwd=tmp_path)  # ~10 s of work
-    time.sleep(3.0)  # past start-up, inside the engine
+    proc = _cli_process("run", "--seq-len", "8192", "--trace-out", "t.json", cwd=tmp_path)  # ~8 s of work
+    time.sleep(1.0)  # inside the engine, its oracle thread running beside it
     assert proc.poll() is None
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)

@@ -1,6 +1,7 @@
 """Command line: ``vfasim run``, ``vfasim sensitivity``, ``vfasim hw list``, ``vfasim hw show NAME``.
 
 Bad input ends with ``error: <one line>`` on stderr and exit status 2; no traceback.
+Ctrl-C ends with one line and exit status 130 (see ``vfasim.interrupt``).
 """
 
 from __future__ import annotations
