@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -352,3 +353,15 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path, capsys) ->
     assert "in use by pid" in err and "choose another folder" in err
     assert sorted(p.name for p in out.iterdir()) == [".vfasim.lock"]  # nothing computed, no journal
     assert main(["sweep", *SMALL, "--jobs", "1", "--quiet", "--out", str(out)]) == 0  # the lock ends with its holder
+
+
+def test_long_runs_warn_with_an_estimate_off_a_terminal(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("vfasim.inputs.LONG_RUN_S", 0.0)  # every run counts as long
+    capsys.readouterr()
+    assert main(["run", *SMALL, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("warning: this run is estimated to take about ") and err.count("\n") == 1
+    assert json.loads(out)["latency_cycles"] > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vfasim.run("C4V16", "vfa", progress=True, **SMALL_KW)  # a progress bar shows instead: no warning

@@ -207,8 +207,9 @@ def run_defaults() -> dict[str, Any]:
     return {k: p.default for k, p in inspect.signature(run).parameters.items() if p.default is not p.empty}
 
 
-def check_plan(values: Mapping[str, Any]) -> None:
-    """Refuse a generated workload whose memory estimate exceeds what is available; warn if long."""
+def check_plan(values: Mapping[str, Any]) -> float:
+    """Refuse a generated workload whose memory estimate exceeds what is available; warn if long
+    (unless a progress bar shows); return the time estimate in seconds."""
     g = {**run_defaults(), **values}
     rows = g["queries"] if g["decode"] else g["seq_len"]
     check_blocks(SimpleNamespace(block_q=min(g["block_q"], rows) if g["decode"] else g["block_q"], seq_len=rows,
@@ -220,9 +221,16 @@ def check_plan(values: Mapping[str, Any]) -> None:
         raise VfasimError(f"this run would need about {_gib(need)} of memory (seq_len {g['seq_len']}, heads "
                           f"{g['heads']}, head_dim {g['head_dim']}), more than the {_gib(have)} available; "
                           "use a smaller size")
-    if seconds > LONG_RUN_S and not values.get("progress", False):
-        warnings.warn(f"this run is estimated to take about {_duration(seconds)} (rough, ±2×)",
-                      LongRunWarning, stacklevel=4)
+    if not values.get("progress", False):
+        warn_if_long(seconds, "this run")
+    return seconds
+
+
+def warn_if_long(seconds: float, what: str) -> None:
+    """A ``LongRunWarning`` (the CLI prints it as one ``warning:`` line) above ``LONG_RUN_S``."""
+    if seconds > LONG_RUN_S:
+        warnings.warn(f"{what} is estimated to take about {_duration(seconds)} (a rough estimate)",
+                      LongRunWarning, stacklevel=5)
 
 
 def estimate(rows: int, kv_len: int, head_dim: int, block_q: int, block_k: int, heads: int,

@@ -52,7 +52,7 @@ from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import policy_for
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import deep_merge, first_error
-from vfasim.inputs import check_keywords
+from vfasim.inputs import check_keywords, check_plan, warn_if_long
 from vfasim.outputs import check_folder_target, folder_lock
 from vfasim.report.sweep_plots import SWEEP_FILES, format_sweep, sweep_frame, write_sweep
 
@@ -432,9 +432,12 @@ def sweep_command(args: argparse.Namespace) -> str:
     if args.out is not None:
         check_folder_target(args.out, (JOURNAL, *SWEEP_FILES), "--out folder")
     points = make_points(_names(args.hw, "C4V16"), _names(args.algo, "vfa"), axes, kwargs)
+    progress = not args.quiet and sys.stderr.isatty()
+    if not progress and args.executor == "local":
+        _warn_if_long(points, args.out, args.jobs)
     try:
         result = run_sweep(points, args.out, executor=args.executor, jobs=args.jobs, scheduler=args.scheduler,
-                           progress=not args.quiet and sys.stderr.isatty())
+                           progress=progress)
     except KeyboardInterrupt:
         where = f"{args.out}/{JOURNAL}" if args.out else "nowhere (no --out)"
         raise Interrupted(f"interrupted; finished points are kept in {where}: run the same command to resume") from None
@@ -444,6 +447,14 @@ def sweep_command(args: argparse.Namespace) -> str:
     footer = f"{result.computed} computed, {result.reused} reused" + (f"; wrote {', '.join(map(str, written))}"
                                                                        if written else "")
     return format_sweep(frame, list(points[0].inputs)) + "\n" + footer
+
+
+def _warn_if_long(points: list[Point], out: str | None, jobs: int | None) -> None:
+    """Warn (off a terminal) when the points the journal lacks are estimated to take long."""
+    done = read_journal(Path(out) / JOURNAL) if out else {}
+    pending = {p.key: p for p in points if p.key not in done}.values()
+    seconds = sum(check_plan({**p.run_kwargs, "progress": True}) for p in pending)
+    warn_if_long(seconds / min(jobs or os.cpu_count() or 1, max(len(pending), 1)), "this sweep")
 
 
 def _names(values: list[str] | None, default: str) -> list[str]:
