@@ -365,3 +365,22 @@ def test_long_runs_warn_with_an_estimate_off_a_terminal(capsys, monkeypatch: pyt
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         vfasim.run("C4V16", "vfa", progress=True, **SMALL_KW)  # a progress bar shows instead: no warning
+
+
+def test_svg_output_is_byte_identical_across_saves(tmp_path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    from vfasim.outputs import save_figure
+
+    def draw(path: Path) -> bytes:
+        fig = Figure(figsize=(3, 2))
+        ax = fig.subplots()
+        ax.plot([0, 1], [1, 0], label="a")
+        ax.legend()
+        save_figure(fig, [path], dpi=72)
+        return path.read_bytes()
+
+    first = draw(tmp_path / "a.svg")
+    time.sleep(1.1)  # a date stamp would differ now
+    assert draw(tmp_path / "b.svg") == first
+    assert b"clipPath" in first  # ids that are random unless salted
