@@ -16,8 +16,8 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "hw_configs"
 PAPER_SIX = ["C16V32", "C8V32", "C4V32", "C8V16", "C4V16", "C4V16-2xexp"]
 
 
-def test_the_six_paper_configs_are_built_in():
-    assert sorted(builtin_names()) == sorted(PAPER_SIX)
+def test_the_six_paper_configs_and_the_chips_are_built_in():
+    assert sorted(builtin_names()) == sorted([*PAPER_SIX, "H100-SXM"])
 
 
 @pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)

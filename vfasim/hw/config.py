@@ -20,6 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from vfasim.hw.chip import ChipSpec
 from vfasim.trace import DTYPES, OP_KINDS
 
 FUSED = "fused"
@@ -96,6 +97,7 @@ class HardwareConfig(_Strict):
     op_map: dict[str, str] = Field(description="Op kind -> pipeline name, or 'fused' (free)")
     work_factor: dict[str, float] = Field(
         default_factory=dict, description="Op kind -> multiplier on its work (e.g. reduction cost)")
+    chip: ChipSpec | None = Field(default=None, description="Many such cores sharing L2 and HBM (absent: one core)")
 
     @model_validator(mode="after")
     def _consistent(self) -> HardwareConfig:

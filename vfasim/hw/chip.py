@@ -1,0 +1,66 @@
+"""The chip around the core: how many cores, the memory they share, and what fits on one core.
+
+A config's pipelines and op map describe *one* core; an optional ``chip:``
+section multiplies it into a chip: ``cores`` identical cores, a shared L2 and
+HBM, and per-core limits from which occupancy follows (how many tile streams —
+thread blocks / warp groups — run on one core at once).
+
+Assumptions:
+- Bandwidths are sustained figures shared by all cores (a fluid port each);
+  latencies are the exposed latency of a unit's first access.
+- Every byte a core reads or writes passes the L2 port; HBM sees only L2 misses
+  and the bytes that bypass reuse (Q loads, O stores).
+- A chip without ``l2`` and ``hbm`` has no shared memory limits: its cores are
+  independent and loads cost only what the core's own data mover charges.
+- ``register_bytes``, when given, holds a stream's score, P and O-accumulator
+  tiles (GPU register file / tensor memory); otherwise those tiles count
+  against ``buffer_bytes`` too (a unified buffer, Ascend-like).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+BYTES_PER_GB = 1e9
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MemorySpec(_Strict):
+    bandwidth_gb_per_s: float = Field(gt=0, description="Sustained bandwidth shared by all cores, GB/s (1e9 B)")
+    latency_cycles: int = Field(ge=0, description="Exposed latency of a unit's first access, core cycles")
+
+
+class L2Spec(MemorySpec):
+    capacity_bytes: int = Field(gt=0, description="Bytes the L2 holds for reuse across work units")
+
+
+class CoreLimits(_Strict):
+    buffer_bytes: int = Field(gt=0, description="On-chip shared memory per core usable by tile streams "
+                                                "(Q tile and K/V buffers)")
+    register_bytes: int | None = Field(
+        default=None, gt=0, description="Per-core registers for score, P and O tiles; absent: they use buffer_bytes")
+    max_streams: int = Field(gt=0, description="Tile streams (thread blocks / warp groups) a core may run at once")
+
+
+class ChipSpec(_Strict):
+    cores: int = Field(gt=0, description="Identical cores, each the config's core")
+    l2: L2Spec | None = Field(default=None, description="Shared L2 (needs hbm behind it)")
+    hbm: MemorySpec | None = Field(default=None, description="Off-chip memory shared by all cores")
+    core_limits: CoreLimits = Field(description="What fits on one core")
+
+    @model_validator(mode="after")
+    def _l2_needs_hbm(self) -> ChipSpec:
+        if self.l2 is not None and self.hbm is None:
+            raise ValueError("l2 needs hbm behind it (give hbm, or neither)")
+        return self
+
+    @property
+    def has_memory(self) -> bool:
+        return self.hbm is not None
+
+    def bytes_per_cycle(self, spec: MemorySpec, clock_ghz: float) -> float:
+        """A port's bandwidth in bytes per core cycle at ``clock_ghz``."""
+        return spec.bandwidth_gb_per_s * BYTES_PER_GB / (clock_ghz * 1e9)
