@@ -1,0 +1,159 @@
+"""The chip's event loop: work units on stream slots of cores, sharing the L2 and HBM ports.
+
+A small deterministic event loop over work units (not ops). Each core has
+``streams`` slots; a slot runs one unit at a time. Dispatch policies:
+- ``waves``: unit i goes to slot i mod (cores × streams) — units dealt to the
+  cores in order, in waves; a slot runs its units one after another.
+- ``persistent``: one queue (longest unit first for causal launches); each slot
+  that frees takes the next unit.
+Slot s sits on core s mod cores, so the first wave spreads over all cores.
+
+A unit first waits the exposed memory latency, then progresses at speed
+x / T, where T is its compute time with k streams busy on its core (k counts
+the units on that core now) and x ∈ [0, 1] its share of the memory ports. The
+shares are max-min fair (progressive filling): all units' x rise together; a
+port (L2 or HBM, capacity in bytes per cycle) that saturates freezes the units
+that use it, and x stops at 1 (compute-bound) otherwise. A memory-bound unit
+therefore stretches, and what bound each unit is recorded: compute, L2 port,
+HBM port, or latency, whichever held it longest. Time is continuous between
+events (a fluid model); reported spans are in (fractional) core cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+POLICIES = ("waves", "persistent")
+BOUNDS = ("compute", "l2", "hbm", "latency")
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Shared port capacities in bytes per cycle (None: unlimited / absent)."""
+
+    l2: float | None
+    hbm: float | None
+
+
+@dataclass
+class LaunchTimes:
+    start: np.ndarray
+    end: np.ndarray
+    core: np.ndarray
+    slot: np.ndarray  # stream slot; the slot's stream index on its core is slot // cores
+    bound: np.ndarray  # index into BOUNDS
+    hbm_bytes: np.ndarray
+    l2_hit_bytes: np.ndarray
+    samples: list[tuple[float, float, float]] = field(default_factory=list)  # (t, hbm B/cyc, l2 B/cyc)
+
+
+def dispatch_queues(n_units: int, slots: int, policy: str, order: np.ndarray) -> list[list[int]] | list[int]:
+    """Per-slot unit lists (waves) or one shared queue (persistent), in order."""
+    if policy == "waves":
+        return [list(range(s, n_units, slots)) for s in range(slots)]
+    return order.tolist()
+
+
+def run_launch(kind: np.ndarray, cores: int, streams: int, policy: str, order: np.ndarray,
+               cycles: Callable[[int, int], float], on_start: Callable[[int], tuple[float, float, float, float]],
+               ports: Ports, t0: float = 0.0) -> LaunchTimes:
+    """Event loop of one launch of units of ``kind``.
+
+    ``cycles(kind, k)`` is a unit's compute time with k streams busy on its core;
+    ``on_start(u)`` gives (latency, hbm bytes, l2 port bytes, l2 hit bytes) of unit u.
+    """
+    loop = _Loop(kind, cores, streams, cycles, on_start, ports, t0)
+    queues = dispatch_queues(kind.size, cores * streams, policy, order)
+    shared = policy != "waves"
+    loop.run(queues[::-1] if shared else [q[::-1] for q in queues], shared)  # popped from the end
+    return loop.times
+
+
+class _Loop:
+    def __init__(self, kind, cores, streams, cycles, on_start, ports: Ports, t0: float) -> None:
+        self.cores, self.cycles, self.on_start, self.ports, self.t = cores, cycles, on_start, ports, t0
+        self.kind = kind
+        self.table = np.full((int(kind.max(initial=0)) + 1, streams + 1), -1.0)
+        n, s = kind.size, cores * streams
+        self.slot_core = np.arange(s) % cores
+        self.unit = np.full(s, -1)
+        self.rem, self.lat = np.zeros(s), np.zeros(s)
+        self.hb, self.lb = np.zeros(s), np.zeros(s)
+        self.state_time = np.zeros((n, len(BOUNDS)))
+        z = np.zeros(n)
+        self.times = LaunchTimes(z.copy(), z.copy(), np.zeros(n, np.int64), np.zeros(n, np.int64),
+                                 np.zeros(n, np.int64), z.copy(), z.copy())
+
+    def run(self, queues, shared: bool) -> None:
+        self._fill(queues, shared)
+        while np.any(self.unit >= 0):
+            self._advance()
+            self._fill(queues, shared)
+
+    def _fill(self, queues, shared: bool) -> None:
+        for s in np.flatnonzero(self.unit < 0):
+            q = queues if shared else queues[s]
+            if not q:
+                continue
+            u = q.pop()
+            lat, hbm, l2, hits = self.on_start(u)
+            self.unit[s], self.rem[s], self.lat[s], self.hb[s], self.lb[s] = u, 1.0, lat, hbm, l2
+            tm = self.times
+            tm.start[u], tm.core[u], tm.slot[u] = self.t, self.slot_core[s], s
+            tm.hbm_bytes[u], tm.l2_hit_bytes[u] = hbm, hits
+
+    def _periods(self, kinds: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """Compute cycles per unit with k streams on its core, each (kind, k) asked once."""
+        missing = self.table[kinds, k] < 0
+        for kind, streams in sorted(set(zip(kinds[missing].tolist(), k[missing].tolist()))):
+            self.table[kind, streams] = self.cycles(kind, streams)
+        return self.table[kinds, k]
+
+    def _advance(self) -> None:
+        act = np.flatnonzero(self.unit >= 0)
+        k = np.bincount(self.slot_core[act], minlength=self.cores)
+        period = self._periods(self.kind[self.unit[act]], k[self.slot_core[act]])
+        going = self.lat[act] <= 0
+        x, state = np.zeros(act.size), np.full(act.size, 3)
+        x[going], state[going] = waterfill(self.hb[act][going] / period[going],
+                                           self.lb[act][going] / period[going], self.ports)
+        rate = x / period
+        with np.errstate(divide="ignore"):
+            until = np.where(going, np.where(rate > 0, self.rem[act] / rate, np.inf), self.lat[act])
+        dt = float(until.min())
+        if not np.isfinite(dt):
+            raise RuntimeError("chip event loop stalled: no unit can progress")
+        self.times.samples.append((self.t, float(np.sum(rate * self.hb[act])), float(np.sum(rate * self.lb[act]))))
+        self.state_time[self.unit[act], state] += dt
+        self.rem[act] -= np.where(going, rate * dt, 0.0)
+        self.lat[act] = np.where(going, 0.0, self.lat[act] - dt)
+        self.t += dt
+        done = act[going & (until <= dt * (1 + EPS) + EPS)]
+        for s in done:
+            u = self.unit[s]
+            self.times.end[u] = self.t
+            self.times.bound[u] = int(np.argmax(self.state_time[u]))
+            self.unit[s] = -1
+
+
+def waterfill(d_hbm: np.ndarray, d_l2: np.ndarray, ports: Ports) -> tuple[np.ndarray, np.ndarray]:
+    """Max-min fair speed x ∈ (0, 1] per unit given its port demand at full speed (bytes/cycle)."""
+    x, state = np.ones(d_hbm.size), np.zeros(d_hbm.size, np.int64)
+    free = np.ones(d_hbm.size, bool)
+    demands = [(1, d_l2, ports.l2), (2, d_hbm, ports.hbm)]
+    while free.any():
+        level, port = 1.0, 0
+        for code, d, cap in demands:
+            need = d[free].sum()
+            if cap is not None and need > 0:
+                room = max(cap - float(np.sum(d[~free] * x[~free])), 0.0) / need
+                if room < level:
+                    level, port = room, code
+        pick = free if port == 0 else free & (demands[port - 1][1] > 0)
+        x[pick], state[pick] = level, port
+        free &= ~pick
+    return x, state

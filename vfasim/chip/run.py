@@ -1,0 +1,167 @@
+"""A whole launch on a chip: occupancy, work units, their compute times, shared memory, totals.
+
+``simulate_chip`` takes a trace whose rows are (head, query block) units and
+the launch's geometry. With ``representative`` the trace holds one K/V-head
+group of one batch element (heads = group size, one K/V head): valid when the
+trace does not depend on the data, since then a unit's ops depend only on its
+query block and its place in the group; every (batch, head) maps onto it.
+Otherwise the trace holds all batch × heads rows.
+
+Chip-level figures:
+- busy cycles per pipeline = sum over units of their ops' cycles (each unit
+  counted once, decode splits repeating their prelude and epilogue);
+  utilisation = busy / (pipeline units × cores × latency).
+- bound: the highest of tensor, vector and exp utilisation (per role) and
+  memory utilisation (the busier of the HBM and L2 ports: bytes / (bytes per
+  cycle × latency)).
+- FLOPs = 4 · head_dim · visible query-key pairs · heads · batch (causal pairs
+  counted exactly), the convention of published attention throughput.
+- Decode with splits > 1 adds a combine launch after the main one: per (batch,
+  head) it reads the fp32 partial O and log-sum-exp of every split through the
+  L2 port (just written, assumed resident) and writes O to HBM; its compute is
+  2 · splits · rows · head_dim elements on the vector pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vfasim.chip.fluid import BOUNDS, LaunchTimes, Ports, run_launch
+from vfasim.chip.memory import UnitMemory
+from vfasim.chip.styles import KernelStyle, TileShape, occupancy
+from vfasim.chip.units import Launch, UnitTimer, build_launch, busy_by_pipeline, replace_buffers, split_count
+from vfasim.errors import VfasimError
+from vfasim.hw.config import HardwareConfig
+from vfasim.trace import KIND_NAMES, Trace
+
+ROLES = ("tensor", "vector", "exp")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    batch: int
+    heads: int
+    kv_heads: int
+    n_qblocks: int
+    n_kblocks: int
+    decode: bool
+    causal: bool
+    flops: float
+    representative: bool
+
+
+@dataclass(frozen=True)
+class ChipResult:
+    latency_cycles: int
+    streams_per_core: int
+    splits: int
+    launch: Launch
+    times: LaunchTimes
+    combine: LaunchTimes | None
+    busy_cycles: dict[str, float]
+    kind_cycles: dict[str, float]
+    utilization: dict[str, float]
+    bound: str
+    flops: float
+    hbm_bytes: float
+    l2_bytes: float
+    l2_port_bytes: float
+
+
+def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geometry, shape: TileShape,
+                  policy: str = "waves") -> ChipResult:
+    chip = hw.chip
+    if chip is None:
+        raise VfasimError(f"hw config {hw.name} has no chip section")
+    if geo.decode and not chip.has_memory:
+        raise VfasimError(f"hw config {hw.name}: decode on a chip needs memory figures (chip.hbm, chip.l2)")
+    streams = occupancy(style, shape, chip.core_limits)
+    core = replace_buffers(hw, style.score_buffers)
+    rows, kv_key, label = _units(geo)
+    splits = split_count(geo.decode, rows.size, chip.cores * streams, geo.n_kblocks)
+    launch = build_launch(trace, rows, kv_key, label, splits)
+    timer = UnitTimer(trace, core, style.score_buffers, launch.kinds)
+    ports = _ports(hw)
+    times = _main_launch(launch, timer, hw, streams, policy, geo, ports)
+    combine = _combine(hw, geo, shape, splits, ports, streams, float(times.end.max(initial=0)))
+    end = combine.end.max() if combine is not None else times.end.max(initial=0)
+    return _totals(trace, core, launch, times, combine, int(np.ceil(end - 1e-9)), streams, splits, geo, ports)
+
+
+def _units(geo: Geometry) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(trace row, global K/V head, label [batch, head, qblock, split]) of every unit, dispatch order."""
+    b, h, q = np.meshgrid(np.arange(geo.batch), np.arange(geo.heads), np.arange(geo.n_qblocks), indexing="ij")
+    b, h, q = b.ravel(), h.ravel(), q.ravel()
+    group = geo.heads // geo.kv_heads
+    trace_head = h % group if geo.representative else b * geo.heads + h
+    return (trace_head * geo.n_qblocks + q, b * geo.kv_heads + h // group,
+            np.stack([b, h, q, np.zeros_like(q)], axis=1))
+
+
+def _ports(hw: HardwareConfig) -> Ports:
+    chip = hw.chip
+    l2 = chip.bytes_per_cycle(chip.l2, hw.clock_ghz) if chip.l2 is not None else None
+    hbm = chip.bytes_per_cycle(chip.hbm, hw.clock_ghz) if chip.hbm is not None else None
+    return Ports(l2=l2, hbm=hbm)
+
+
+def _main_launch(launch: Launch, timer: UnitTimer, hw: HardwareConfig, streams: int, policy: str,
+                 geo: Geometry, ports: Ports) -> LaunchTimes:
+    chip = hw.chip
+    memory = UnitMemory(launch, chip.l2.capacity_bytes if chip.l2 else None, chip.has_memory, geo.n_kblocks)
+    latency = chip.hbm.latency_cycles if chip.hbm is not None else 0
+
+    def on_start(u: int) -> tuple[float, float, float, float]:
+        b = memory.on_start(u)
+        return latency, b.hbm, b.l2_port, b.l2_hits
+
+    order = np.arange(launch.kind.size)
+    if policy == "persistent" and geo.causal:
+        single = np.array([timer.cycles(k, 1) for k in range(len(launch.kinds))])
+        order = np.argsort(-single[launch.kind], kind="stable")
+    return run_launch(launch.kind, chip.cores, streams, policy, order, timer.cycles, on_start, ports)
+
+
+def _combine(hw: HardwareConfig, geo: Geometry, shape: TileShape, splits: int, ports: Ports, streams: int,
+             t0: float) -> LaunchTimes | None:
+    if splits == 1:
+        return None
+    rows = shape.block_q
+    vec = next(p for p in hw.pipelines.values() if p.role == "vector")
+    work = 2 * splits * rows * shape.head_dim
+    cycles = vec.startup_cycles + np.ceil(work / vec.throughput[hw.precision.vector]) + vec.issue_overhead_cycles
+    partial = splits * rows * (shape.head_dim + 1) * 4.0
+    out = rows * shape.head_dim * (4 if hw.precision.vector == "float32" else 2)
+    lat = (hw.chip.l2 or hw.chip.hbm).latency_cycles
+    n = geo.batch * geo.heads
+    return run_launch(np.zeros(n, np.int64), hw.chip.cores, streams, "waves", np.arange(n),
+                      lambda kind, k: float(cycles), lambda u: (lat, out, partial + out, partial), ports, t0)
+
+
+def _totals(trace, core, launch, times, combine, latency, streams, splits, geo, ports) -> ChipResult:
+    weight = np.zeros(len(trace))
+    for k, kind in enumerate(launch.kinds):
+        np.add.at(weight, kind.ops, np.count_nonzero(launch.kind == k))
+    busy, by_kind = busy_by_pipeline(trace, core, weight)
+    cores = core.chip.cores
+    names = list(core.pipelines)
+    util = {n: busy[i] / (core.pipelines[n].units * cores * latency) for i, n in enumerate(names)}
+    runs = [t for t in (times, combine) if t is not None]
+    hbm = sum(float(t.hbm_bytes.sum()) for t in runs)
+    hits = sum(float(t.l2_hit_bytes.sum()) for t in runs)
+    port = hbm + hits if ports.l2 is not None else 0.0
+    classes = {r: max((util[n] for n in names if core.pipelines[n].role == r), default=0.0) for r in ROLES}
+    classes["memory"] = max([b / (c * latency) for b, c in ((hbm, ports.hbm), (port, ports.l2)) if c] or [0.0])
+    return ChipResult(
+        latency_cycles=latency, streams_per_core=streams, splits=splits, launch=launch, times=times,
+        combine=combine, busy_cycles=dict(zip(names, busy.tolist())),
+        kind_cycles={KIND_NAMES[i]: float(c) for i, c in enumerate(by_kind) if c},
+        utilization={**util, **{f"class_{k}": v for k, v in classes.items()}},
+        bound=max(classes, key=classes.get), flops=geo.flops, hbm_bytes=hbm, l2_bytes=hits, l2_port_bytes=port)
+
+
+def unit_bound_counts(times: LaunchTimes) -> dict[str, int]:
+    counts = np.bincount(times.bound, minlength=len(BOUNDS))
+    return {name: int(c) for name, c in zip(BOUNDS, counts)}

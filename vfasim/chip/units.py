@@ -1,0 +1,163 @@
+"""Work units of a launch, grouped by structure, and their compute time on one core.
+
+A prefill launch has one unit per (batch, head, query block): one row of the
+engine's trace. A decode launch (one query block per head) cuts each row's key
+blocks into ``splits`` contiguous chunks (flash-decoding); every chunk is a unit
+that also loads Q and stores a partial O (the row's prelude and epilogue ops are
+repeated in each), and a combine step merges the partials afterwards.
+
+Units with the same ops (kind, dtype, work, key block, step offset and internal
+dependencies) are one *unit kind*, timed once. A unit's compute time when k
+streams share its core is the makespan of k interleaved copies of its ops
+through the core timing engine (``sim.simulate``): copies take turns tile by tile
+in one static order, each copy with its own ``score_buffers`` tiles in flight,
+so one stream's softmax overlaps another's matmuls while a stream's own steps
+keep their dependencies. Assumptions: the k streams sharing a core run units of
+the same kind (neighbours of another kind are not modelled), and dependencies on
+ops outside the unit (e.g. a key summary computed by another unit) are dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from vfasim.hw.config import HardwareConfig
+from vfasim.sim.engine import op_cycles, simulate
+from vfasim.trace import COLUMNS, KIND_CODE, Trace
+
+
+@dataclass(frozen=True)
+class UnitKind:
+    ops: np.ndarray  # op ids in the source trace
+    kv_blocks: np.ndarray  # [n, 2] key block and 0 (K) / 1 (V) of every K/V load
+    kv_bytes: np.ndarray  # [n] bytes of each of those loads
+    q_bytes: int
+    o_bytes: int
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Units in dispatch order; ``kind`` indexes ``kinds``."""
+
+    kind: np.ndarray
+    kv_key: np.ndarray  # global K/V head (batch * kv_heads + kv head) whose bytes the unit reads
+    label: np.ndarray  # [U, 4] batch, head, query block, split
+    kinds: list[UnitKind]
+
+
+def split_count(decode: bool, units: int, slots: int, kblocks: int) -> int:
+    """Flash-decoding splits: enough chunks per row to give every stream slot a unit."""
+    return min(kblocks, max(1, -(-slots // units))) if decode else 1
+
+
+def build_launch(trace: Trace, rows: np.ndarray, kv_key: np.ndarray, label: np.ndarray, splits: int) -> Launch:
+    """Units for ``rows`` of ``trace`` (one per row and split), deduplicated into kinds."""
+    bounds = np.searchsorted(trace.row, np.arange(int(trace.row.max()) + 2))
+    kinds: list[UnitKind] = []
+    index: dict[tuple, int] = {}
+    cache: dict[tuple[int, int], int] = {}
+    kind = np.empty(rows.size * splits, np.int64)
+    for u, r in enumerate(np.repeat(rows, splits)):
+        j = u % splits
+        if (r, j) not in cache:
+            ops = _split_ops(trace, bounds[r], bounds[r + 1], j, splits)
+            key = _structure(trace, ops)
+            if key not in index:
+                index[key] = len(kinds)
+                kinds.append(_kind(trace, ops))
+            cache[r, j] = index[key]
+        kind[u] = cache[r, j]
+    labels = np.repeat(label, splits, axis=0)
+    labels[:, 3] = np.tile(np.arange(splits), rows.size)
+    return Launch(kind, np.repeat(kv_key, splits), labels, kinds)
+
+
+def _split_ops(trace: Trace, lo: int, hi: int, j: int, splits: int) -> np.ndarray:
+    step = trace.step[lo:hi]
+    tile = step[(step > 0) & (step < step.max())] if hi > lo else step
+    last = int(tile.max(initial=0))
+    edges = np.linspace(0, last, splits + 1).round().astype(int)
+    keep = (step == 0) | (step == step.max()) | ((step > edges[j]) & (step <= edges[j + 1]))
+    return lo + np.flatnonzero(keep)
+
+
+def _structure(trace: Trace, ops: np.ndarray) -> tuple:
+    owner, dep = local_deps(trace, ops)
+    h = hashlib.sha256()
+    for a in (trace.kind[ops], trace.dtype[ops], trace.work[ops], trace.kblock[ops],
+              trace.step[ops] - trace.step[ops].min(), owner, dep):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return (ops.size, h.hexdigest())
+
+
+def _kind(trace: Trace, ops: np.ndarray) -> UnitKind:
+    k = trace.kind[ops]
+    is_k, is_v = k == KIND_CODE["load_k"], k == KIND_CODE["load_v"]
+    loads = is_k | is_v
+    blocks = np.stack([trace.kblock[ops][loads], is_v[loads].astype(np.int64)], axis=1)
+    return UnitKind(ops, blocks, trace.work[ops][loads].copy(),
+                    int(trace.work[ops][k == KIND_CODE["load_q"]].sum()),
+                    int(trace.work[ops][k == KIND_CODE["store_o"]].sum()))
+
+
+def local_deps(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(owner, dependency) pairs inside ``ops`` (sorted op ids), as positions in ``ops``."""
+    starts, ends = trace.dep_ptr[ops], trace.dep_ptr[ops + 1]
+    counts = ends - starts
+    first = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    deps = trace.dep_idx[first + np.arange(counts.sum())]
+    owner = np.repeat(np.arange(ops.size), counts)
+    pos = np.minimum(np.searchsorted(ops, deps), ops.size - 1)
+    inside = ops[pos] == deps
+    return owner[inside], pos[inside]
+
+
+def interleaved(trace: Trace, ops: np.ndarray, copies: int) -> Trace:
+    """``copies`` copies of the unit ``ops`` as one trace, taking turns tile by tile (row = copy)."""
+    n = ops.size
+    cols = {c: np.tile(getattr(trace, c)[ops], copies) for c in COLUMNS}
+    cols["row"] = np.repeat(np.arange(copies, dtype=np.int32), n)
+    order = np.lexsort((np.tile(np.arange(n), copies), cols["row"], cols["step"]))
+    new_id = np.empty(n * copies, np.int64)
+    new_id[order] = np.arange(n * copies)
+    owner, dep = local_deps(trace, ops)
+    shift = (np.arange(copies) * n)[:, None]
+    o, d = new_id[(owner + shift).ravel()], new_id[(dep + shift).ravel()]
+    by = np.lexsort((d, o))
+    dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(o, minlength=n * copies))]).astype(np.int64)
+    return Trace(**{c: v[order] for c, v in cols.items()}, dep_ptr=dep_ptr,
+                 dep_idx=d[by].astype(np.int32), meta=trace.meta)
+
+
+class UnitTimer:
+    """Compute cycles of a unit kind with k streams on its core, each kind and k simulated once."""
+
+    def __init__(self, trace: Trace, hw: HardwareConfig, score_buffers: int, kinds: list[UnitKind]) -> None:
+        self.trace, self.hw, self.buffers, self.kinds = trace, hw, score_buffers, kinds
+        self._cycles: dict[tuple[int, int], int] = {}
+
+    def cycles(self, kind: int, streams: int) -> int:
+        key = (kind, streams)
+        if key not in self._cycles:
+            merged = interleaved(self.trace, self.kinds[kind].ops, streams)
+            hw = replace_buffers(self.hw, self.buffers * streams)
+            self._cycles[key] = simulate(merged, hw, "pipelined").total_cycles
+        return self._cycles[key]
+
+
+def replace_buffers(hw: HardwareConfig, buffers: int) -> HardwareConfig:
+    return hw.model_copy(update={"score_buffers": buffers})
+
+
+def busy_by_pipeline(trace: Trace, hw: HardwareConfig, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(busy cycles per pipeline, cycles per op kind) of the trace, each op counted ``weight`` times."""
+    pipe, cycles = op_cycles(trace, hw)
+    w = cycles * weight
+    on = pipe >= 0
+    return (np.bincount(pipe[on], weights=w[on], minlength=len(hw.pipelines)),
+            np.bincount(trace.kind, weights=w, minlength=len(KIND_CODE)))
+
+
