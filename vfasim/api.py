@@ -77,6 +77,7 @@ class RunResult:
     shape: dict[str, object]
     options: dict[str, object] = field(default_factory=dict)
     critical_path: dict[str, object] = field(default_factory=dict)
+    chip: dict[str, object] = field(default_factory=dict)  # chip runs only: cores, waves, bytes, bound, ...
 
     def __post_init__(self) -> None:  # read-only all the way down: a digest cannot be edited
         for name in self.__dataclass_fields__:
@@ -93,15 +94,27 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         heads: int = 1, kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
         qkv: str | Path | None = None, schedule: str = "pipelined", decode: bool = False,
         queries: int = 1, options: Options = Options(), trace_out: str | Path | None = None,
-        progress: bool = False, **option_kwargs) -> RunResult:
+        progress: bool = False, batch: int = 1, kernel_style: str | None = None, dispatch: str = "waves",
+        numerics_heads: int = 0, **option_kwargs) -> RunResult:
     """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result.
 
     Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
     ``decode`` keeps the last ``queries`` query rows against the whole KV sequence.
     ``trace_out`` also writes a Chrome/Perfetto trace of the timeline to that file;
-    ``progress`` shows the functional engine's progress on stderr.
+    ``progress`` shows the functional engine's progress on stderr. On a config with a chip
+    section the whole launch of ``batch`` × ``heads`` runs on the chip (see ``chip_run``):
+    ``kernel_style``, ``dispatch`` and ``numerics_heads`` apply there; on one core ``batch``
+    elements are more heads.
     """
     _check_schedule(schedule)
+    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+    if config.chip is not None:
+        return _run_chip(config, algo, locals(), options, option_kwargs)
+    if kernel_style is not None:
+        raise VfasimError(f"kernel styles need a config with a chip section ({config.name} has none)")
+    if batch != 1:
+        heads, kv_heads = _fold_batch(batch, heads, kv_heads)
+    hw = config
     config, policy, opts, wl, tiling, precision, result, references = _prepare(
         hw, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
         heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
@@ -128,6 +141,29 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         options={"policy": asdict(policy), "lam": opts.lam if policy.skip in ("block", "row") else None,
                  "topk": opts.topk if policy.skip == "topk" else None},
         critical_path=crit.to_dict())
+
+
+def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, option_kwargs: dict) -> RunResult:
+    from vfasim.chip_run import run_chip
+
+    keys = ("batch", "seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed",
+            "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out")
+    return RunResult(**run_chip(config, algo, options=_options(options, option_kwargs),
+                                kernel_style_name=args["kernel_style"], **{k: args[k] for k in keys}))
+
+
+def _fold_batch(batch: int, heads: int, kv_heads: int | None) -> tuple[int, int | None]:
+    """On one core, batch elements are more heads (each with its own K/V heads)."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise VfasimError(f"batch must be a positive integer, got {batch!r}")
+    return heads * batch, (kv_heads or heads) * batch
+
+
+def _options(options: Options, option_kwargs: dict) -> Options:
+    unknown = set(option_kwargs) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise VfasimError(f"unknown option(s) {', '.join(sorted(unknown))}")
+    return Options(**{**asdict(options), **option_kwargs})
 
 
 @checked
@@ -167,10 +203,7 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
     With ``references``, the float64 oracle and the fa2 baseline run in a second thread
     meanwhile (NumPy releases the GIL in its kernels, so two cores are used).
     """
-    unknown = set(option_kwargs) - set(Options.__dataclass_fields__)
-    if unknown:
-        raise VfasimError(f"unknown option(s) {', '.join(sorted(unknown))}")
-    opts = Options(**{**asdict(options), **option_kwargs})
+    opts = _options(options, option_kwargs)
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
     policy = policy_for(algo, **opts.policy_options())
     wl = _workload(qkv, workload, seq_len, head_dim, heads, kv_heads, seed, decode, queries)

@@ -1,0 +1,171 @@
+"""``vfasim run`` on a config with a chip section: a whole launch over batch × heads on many cores.
+
+Timing: an algorithm whose trace does not depend on the data (``fa2``, ``vfa``
+and their ablations) is timed from ``trace_only`` — no Q, K or V, no arithmetic —
+on one K/V-head group that stands for every (batch, head). Other algorithms run
+the functional engine on all batch × heads heads, as their trace needs the data.
+A decode step with one query token packs the query heads of a GQA group into
+the rows of one tile (as FlashDecoding and FA3 pack GQA): a unit is (batch, K/V
+head, split) and reads its K/V once for the whole group. Numerics are computed only when asked, on the first ``numerics_heads`` heads
+(rounded up to whole GQA groups) of a workload with that many heads, and the
+result names those heads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from vfasim import __version__
+from vfasim.chip.fluid import POLICIES
+from vfasim.chip.run import ChipResult, Geometry, simulate_chip, unit_bound_counts
+from vfasim.chip.styles import TileShape, kernel_style
+from vfasim.errors import VfasimError
+from vfasim.functional import Policy, Tiling, policy_for, run_engine
+from vfasim.functional.trace_only import data_independent, trace_only
+from vfasim.hw import HardwareConfig
+from vfasim.trace import OP_KINDS, Trace
+
+SHARE_CLASSES = ("tensor", "vector", "exp")
+
+
+def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, head_dim: int, block_q: int,
+             block_k: int, causal: bool, heads: int, kv_heads: int | None, seed: int, workload: str,
+             qkv, decode: bool, queries: int, options, kernel_style_name: str | None, dispatch: str,
+             numerics_heads: int, trace_out: str | Path | None) -> dict:
+    """The RunResult fields of a chip run (``api.run`` wraps them)."""
+    from vfasim import api  # the single-core path's helpers (workload, precision, numerics)
+
+    style = kernel_style(kernel_style_name or "fa2")
+    _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv)
+    kv_heads = kv_heads or heads
+    policy = _policy(algo, options, style)
+    precision = api.engine_precision(config)
+    n_q = queries if decode else seq_len
+    tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
+    t = Tiling(*tiling_args, heads, kv_heads)
+    group = heads // kv_heads if decode and queries == 1 else 1  # query heads packed into one tile
+    unit_args = (group, seq_len, head_dim, group, block_k, causal and group == 1) if group > 1 else tiling_args
+    trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, seed, workload,
+                                   decode, queries, api, group)
+    tu = Tiling(*unit_args, heads // group, kv_heads)
+    geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
+                   _flops(t) * batch, representative)
+    res = simulate_chip(trace, config, style, geo, _shape(tu, precision), dispatch)
+    numerics, used = _numerics(config, algo, options, numerics_heads, heads, kv_heads, tiling_args, seed,
+                               workload, decode, queries, api)
+    if trace_out is not None:
+        from vfasim.report.chip_perfetto import chip_trace
+        from vfasim.report.perfetto import write_chrome_trace
+
+        write_chrome_trace(trace_out, chip_trace(res, config))
+    return _fields(config, algo, res, trace, policy, style.name, dispatch, numerics, used, geo, t, seed,
+                   workload if not representative else "timing-only")
+
+
+def _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv) -> None:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise VfasimError(f"batch must be a positive integer, got {batch!r}")
+    if kv_heads is not None and (kv_heads < 1 or heads % kv_heads):
+        raise VfasimError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    if dispatch not in POLICIES:
+        raise VfasimError(f"unknown dispatch policy {dispatch!r} (valid: {', '.join(POLICIES)})")
+    if numerics_heads < 0 or numerics_heads > heads:
+        raise VfasimError(f"numerics_heads must lie in [0, heads={heads}], got {numerics_heads}")
+    if qkv is not None:
+        raise VfasimError("--qkv is not supported on a chip (give the shape; the workload is generated)")
+
+
+def _policy(algo: str, options, style) -> Policy:
+    policy = policy_for(algo, **options.policy_options())
+    if style.exp_emulation and options.exp_emulation is None:
+        policy = dataclasses.replace(policy, exp_emulation=style.exp_emulation)
+    return policy
+
+
+def _trace(policy, precision, tiling_args, batch, heads, kv_heads, seed, workload, decode, queries, api, packed):
+    """(trace, representative): one K/V-head group without data, or every head through the engine.
+
+    ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads.
+    """
+    group = heads // kv_heads
+    if data_independent(policy):
+        return trace_only(Tiling(*tiling_args, group, 1), policy, precision, decode=decode), True
+    wl = api._workload(None, workload, tiling_args[1], tiling_args[2], heads * packed * batch, kv_heads * batch,
+                       seed, decode, queries)
+    q = wl.q.reshape(heads * batch, -1, wl.q.shape[-1])  # a group's query heads are adjacent
+    t = Tiling(*tiling_args, heads * batch, kv_heads * batch)
+    return run_engine(q, wl.k, wl.v, t, policy, precision, decode=decode).trace, False
+
+
+def _shape(t: Tiling, precision) -> TileShape:
+    return TileShape(t.block_q, t.block_k, t.head_dim, precision.bytes_per("q"), precision.bytes_per("k"),
+                     precision.bytes_per("p"))
+
+
+def _flops(t: Tiling) -> float:
+    """4 · d · visible query-key pairs · heads (causal pairs counted exactly)."""
+    offset = t.kv_len - t.seq_len
+    rows = np.arange(t.seq_len)
+    pairs = np.minimum(rows + offset + 1, t.kv_len).sum() if t.causal else t.seq_len * t.kv_len
+    return 4.0 * t.head_dim * float(pairs) * t.heads
+
+
+def _numerics(config, algo, options, n, heads, kv_heads, tiling_args, seed, workload, decode, queries, api):
+    if n == 0:
+        return {}, []
+    group = heads // kv_heads
+    n = -(-n // group) * group
+    seq_len, head_dim, block_q, block_k, causal = tiling_args[1], tiling_args[2], tiling_args[3], tiling_args[4], \
+        tiling_args[5]
+    prepared = api._prepare(config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k,
+                            causal=causal, heads=n, kv_heads=n // group, seed=seed, workload=workload,
+                            decode=decode, queries=queries, options=options, references=True)
+    return api._numerics(prepared.precision, prepared.result, *prepared.references), list(range(n))
+
+
+def _fields(config, algo, res: ChipResult, trace: Trace, policy, style, dispatch, numerics, used, geo, t, seed,
+            workload) -> dict:
+    us = res.latency_cycles / (config.clock_ghz * 1e3)
+    pipes = {n: {"busy_cycles": int(b), "utilization": res.utilization[n]} for n, b in res.busy_cycles.items()}
+    by_class = {c: sum(v for k, v in res.kind_cycles.items() if OP_KINDS[k][0] == c) for c in SHARE_CLASSES}
+    total = sum(by_class.values())
+    return {
+        "hw": config.name, "algo": algo, "workload": workload, "latency_cycles": res.latency_cycles,
+        "latency_us": us, "pipelines": pipes,
+        "shares": {c: (v / total if total else 0.0) for c, v in by_class.items()},
+        "bottleneck": max(pipes, key=lambda n: pipes[n]["utilization"]),
+        "ops": {k: int(v) for k, v in res.kind_cycles.items()},
+        "manifest": {"version": __version__, "hw_digest": config.digest(), "seed": seed,
+                     "trace_digest": trace.digest(), "trace_ops": len(trace),
+                     "trace_scope": "one K/V-head group (data-independent trace)" if geo.representative
+                     else "all batch x heads"},
+        "numerics": numerics,
+        "shape": {"batch": geo.batch, "seq_len": t.seq_len, "kv_len": t.kv_len, "head_dim": t.head_dim,
+                  "heads": geo.heads, "kv_heads": geo.kv_heads, "block_q": t.block_q, "block_k": t.block_k,
+                  "causal": t.causal, "decode": geo.decode},
+        "options": {"policy": asdict(policy), "kernel_style": style, "dispatch": dispatch},
+        "chip": chip_summary(res, config, style, dispatch, used),
+    }
+
+
+def chip_summary(res: ChipResult, config: HardwareConfig, style: str, dispatch: str, used: list[int]) -> dict:
+    seconds = res.latency_cycles / (config.clock_ghz * 1e9)
+    units = int(res.launch.kind.size)
+    slots = config.chip.cores * res.streams_per_core
+    return {
+        "cores": config.chip.cores, "streams_per_core": res.streams_per_core, "kernel_style": style,
+        "dispatch": dispatch, "units": units, "splits": res.splits, "waves": -(-units // slots),
+        "latency_cycles": res.latency_cycles, "latency_us": seconds * 1e6,
+        "flops": res.flops, "tflops": res.flops / seconds / 1e12 if seconds else 0.0,
+        "hbm_bytes": res.hbm_bytes, "l2_bytes": res.l2_bytes,
+        "achieved_hbm_tbps": res.hbm_bytes / seconds / 1e12 if seconds else 0.0,
+        "achieved_l2_tbps": res.l2_port_bytes / seconds / 1e12 if seconds else 0.0,
+        "bound": res.bound,
+        "utilization": {k.removeprefix("class_"): v for k, v in res.utilization.items() if k.startswith("class_")},
+        "unit_bounds": unit_bound_counts(res.times),
+        "numerics_heads": used,
+    }
