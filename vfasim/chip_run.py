@@ -145,7 +145,7 @@ def _fields(config, algo, res: ChipResult, trace: Trace, policy, style, dispatch
                      else "all batch x heads"},
         "numerics": numerics,
         "shape": {"batch": geo.batch, "seq_len": t.seq_len, "kv_len": t.kv_len, "head_dim": t.head_dim,
-                  "heads": geo.heads, "kv_heads": geo.kv_heads, "block_q": t.block_q, "block_k": t.block_k,
+                  "heads": t.heads, "kv_heads": t.kv_heads, "block_q": t.block_q, "block_k": t.block_k,
                   "causal": t.causal, "decode": geo.decode},
         "options": {"policy": asdict(policy), "kernel_style": style, "dispatch": dispatch},
         "chip": chip_summary(res, config, style, dispatch, used),

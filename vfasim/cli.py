@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also write a Chrome/Perfetto trace (JSON) of the timeline to FILE")
     run_p.add_argument("--check", action="store_true",
                        help=f"exit with status {EXIT_BROKEN} when the numerics verdict is broken (for scripts and CI)")
+    _add_chip(run_p)
     sens = sub.add_parser("sensitivity", help="latency change when each hardware parameter is scaled")
     _add_run(sens)
     sens.add_argument("--factors", type=float, nargs="+", default=[2.0, 0.5],
@@ -123,6 +124,18 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     m.add_argument("--p-bf16", action="store_true", default=None, help="cast P to bf16 (unscaled) for PV")
 
 
+def _add_chip(p: argparse.ArgumentParser) -> None:
+    from vfasim.chip.fluid import POLICIES
+    from vfasim.chip.styles import KERNEL_STYLES
+
+    g = p.add_argument_group("chip (configs with a chip section, e.g. --hw H100-SXM)")
+    g.add_argument("--batch", type=int, default=1, help="batch elements (on one core: more heads)")
+    g.add_argument("--kernel-style", default=None, help=f"one of {', '.join(KERNEL_STYLES)} (default fa2)")
+    g.add_argument("--dispatch", default="waves", help=f"work distribution: one of {', '.join(POLICIES)}")
+    g.add_argument("--numerics-heads", type=int, default=0,
+                   help="check numerics on the first N heads (whole GQA groups); default none on a chip")
+
+
 def _add_sweep(sub) -> None:
     p = sub.add_parser("sweep", help="what-if grid over hardware fields and run options (resumable)")
     p.add_argument("--hw", action="append", help="configs, comma list or repeated (default C4V16)")
@@ -198,9 +211,10 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
         return (frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)), 0
     progress = not args.quiet and sys.stderr.isatty()
     result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
-                 progress=progress, **shape)
+                 progress=progress, batch=args.batch, kernel_style=args.kernel_style, dispatch=args.dispatch,
+                 numerics_heads=args.numerics_heads, **shape)
     doc = result.to_dict()
-    broken = args.check and doc["numerics"]["verdict"] == "broken"
+    broken = args.check and doc["numerics"].get("verdict") == "broken"
     return (to_json(doc) if args.json else format_run(doc)), EXIT_BROKEN if broken else 0
 
 

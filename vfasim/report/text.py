@@ -28,6 +28,10 @@ def _finite(x):
 
 def format_run(doc: dict) -> str:
     """The compact table of ``vfasim run``."""
+    if doc.get("chip"):
+        from vfasim.report.chip_text import format_chip_run
+
+        return format_chip_run(doc)
     shape, num = doc["shape"], doc["numerics"]
     lines = [
         f"{doc['algo']} on {doc['hw']} | workload {doc['workload']} | seq {shape['seq_len']} "
