@@ -13,7 +13,9 @@ Chip-level figures:
   utilisation = busy / (pipeline units × cores × latency).
 - bound: the highest of tensor, vector and exp utilisation (per role) and
   memory utilisation (the busier of the HBM and L2 ports: bytes / (bytes per
-  cycle × latency)).
+  cycle × latency)); ``launch`` when none reaches 50% — too few units, a long
+  tail or exposed latency, not a resource, bounds the chip (the per-unit bounds
+  then say what held each unit).
 - FLOPs = 4 · head_dim · visible query-key pairs · heads · batch (causal pairs
   counted exactly), the convention of published attention throughput.
 - Decode with splits > 1 adds a combine launch after the main one: per (batch,
@@ -33,10 +35,11 @@ from vfasim.chip.memory import UnitMemory
 from vfasim.chip.styles import KernelStyle, TileShape, occupancy
 from vfasim.chip.units import Launch, UnitTimer, build_launch, busy_by_pipeline, replace_buffers, split_count
 from vfasim.errors import VfasimError
-from vfasim.hw.config import HardwareConfig
-from vfasim.trace import KIND_NAMES, Trace
+from vfasim.hw.config import FUSED, HardwareConfig
+from vfasim.trace import DTYPES, KIND_NAMES, OP_KINDS, Trace
 
 ROLES = ("tensor", "vector", "exp")
+BUSY_ENOUGH = 0.5  # below this utilisation no resource bounds the chip: the launch itself does
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
         raise VfasimError(f"hw config {hw.name} has no chip section")
     if geo.decode and not chip.has_memory:
         raise VfasimError(f"hw config {hw.name}: decode on a chip needs memory figures (chip.hbm, chip.l2)")
+    check_dtypes(trace, hw)
     streams = occupancy(style, shape, chip.core_limits)
     core = replace_buffers(hw, style.score_buffers)
     rows, kv_key, label = _units(geo)
@@ -88,6 +92,19 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
     combine = _combine(hw, geo, shape, splits, ports, streams, float(times.end.max(initial=0)))
     end = combine.end.max() if combine is not None else times.end.max(initial=0)
     return _totals(trace, core, launch, times, combine, int(np.ceil(end - 1e-9)), streams, splits, geo, ports)
+
+
+def check_dtypes(trace: Trace, hw: HardwareConfig) -> None:
+    """Refuse a trace that computes in a data type its op's pipeline has no rate for."""
+    for code, dtype in {(int(k), int(d)) for k, d in zip(*np.unique(
+            np.stack([trace.kind, trace.dtype]), axis=1))}:
+        kind = KIND_NAMES[code]
+        pipe = hw.op_map[kind]
+        if OP_KINDS[kind][1] == "bytes" or pipe == FUSED:
+            continue
+        if DTYPES[dtype] not in hw.pipelines[pipe].throughput:
+            raise VfasimError(f"the trace computes {kind} in {DTYPES[dtype]}, but pipeline {pipe} of {hw.name} "
+                              f"has no rate for it (rates: {', '.join(hw.pipelines[pipe].throughput)})")
 
 
 def _units(geo: Geometry) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -159,7 +176,12 @@ def _totals(trace, core, launch, times, combine, latency, streams, splits, geo, 
         combine=combine, busy_cycles=dict(zip(names, busy.tolist())),
         kind_cycles={KIND_NAMES[i]: float(c) for i, c in enumerate(by_kind) if c},
         utilization={**util, **{f"class_{k}": v for k, v in classes.items()}},
-        bound=max(classes, key=classes.get), flops=geo.flops, hbm_bytes=hbm, l2_bytes=hits, l2_port_bytes=port)
+        bound=_bound(classes), flops=geo.flops, hbm_bytes=hbm, l2_bytes=hits, l2_port_bytes=port)
+
+
+def _bound(classes: dict[str, float]) -> str:
+    top = max(classes, key=classes.get)
+    return top if classes[top] >= BUSY_ENOUGH else "launch"
 
 
 def unit_bound_counts(times: LaunchTimes) -> dict[str, int]:
