@@ -96,8 +96,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
 
 def check_dtypes(trace: Trace, hw: HardwareConfig) -> None:
     """Refuse a trace that computes in a data type its op's pipeline has no rate for."""
-    for code, dtype in {(int(k), int(d)) for k, d in zip(*np.unique(
-            np.stack([trace.kind, trace.dtype]), axis=1))}:
+    pairs = np.unique(np.stack([trace.kind, trace.dtype]), axis=1)
+    for code, dtype in pairs.T.tolist():
         kind = KIND_NAMES[code]
         pipe = hw.op_map[kind]
         if OP_KINDS[kind][1] == "bytes" or pipe == FUSED:

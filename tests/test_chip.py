@@ -1,0 +1,198 @@
+"""The chip model: exact timelines on a toy chip, independent cores, decode and prefill on H100-SXM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vfasim
+from vfasim.chip.fluid import BOUNDS
+from vfasim.chip.run import Geometry, simulate_chip
+from vfasim.chip.styles import KERNEL_STYLES, TileShape
+from vfasim.cli import main
+from vfasim.errors import VfasimError
+from vfasim.functional import Precision, Tiling
+from vfasim.functional.trace_only import trace_only
+from vfasim.hw import load_hw
+from vfasim.sim import simulate
+
+TOY = """base: C16V32
+name: toy-chip
+clock_ghz: 1.0  # assumed, because a test wants one byte per cycle per GB/s
+chip:
+  cores: 2  # assumed, because a test
+  {memory}
+  core_limits:
+    buffer_bytes: 1000000  # assumed, because a test
+    max_streams: 1  # assumed, because a test
+"""
+HBM = "hbm: {{bandwidth_gb_per_s: {bw}, latency_cycles: 100}}"
+# one unit of the toy launch: a 64-row query block of a 192-key non-causal head at d 64 (fp16 in, fp32 out)
+UNIT_BYTES = 64 * 64 * 2 + 2 * 3 * 64 * 64 * 2 + 64 * 64 * 4  # Q + 3 K and 3 V tiles + O = 73,728
+LATENCY = 100
+
+
+def toy(tmp_path: Path, memory: str) -> Path:
+    path = tmp_path / "toy.yaml"
+    path.write_text(TOY.format(memory=memory))
+    return path
+
+
+def toy_run(hw_path: Path, tiles: int = 3, heads: int = 1):
+    hw = load_hw(hw_path)
+    tiling = Tiling(64 * tiles, 64 * tiles, 64, 64, 64, False, heads, heads)
+    geo = Geometry(1, heads, heads, tiling.n_qblocks, tiling.n_kblocks, False, False, 1.0, True)
+    shape = TileShape(64, 64, 64, 2, 2, 2)
+    trace = trace_only(Tiling(64 * tiles, 64 * tiles, 64, 64, 64, False, 1, 1), "fa2")
+    return simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, shape), hw
+
+
+def unit_cycles(hw) -> int:
+    """Compute time of one toy unit alone on its core: the core timing engine on its ops."""
+    single = trace_only(Tiling(64, 192, 64, 64, 64, False, 1, 1), "fa2")
+    return simulate(single, hw.model_copy(update={"score_buffers": 1})).total_cycles
+
+
+def test_two_cores_sharing_one_memory_port_exact_timeline(tmp_path):
+    res, hw = toy_run(toy(tmp_path, HBM.format(bw=16)))  # 16 bytes per cycle, shared
+    assert unit_cycles(hw) < UNIT_BYTES / 16  # every unit is memory-bound, alone or not
+    both = LATENCY + UNIT_BYTES / 8  # units 0 and 1 split the port: 9,316
+    third = both + LATENCY + UNIT_BYTES / 16  # unit 2 follows unit 0 on core 0, alone: 14,024
+    assert res.times.start.tolist() == [0, 0, both]
+    assert res.times.end.tolist() == [both, both, third]
+    assert res.times.core.tolist() == [0, 1, 0]
+    assert [BOUNDS[b] for b in res.times.bound] == ["hbm"] * 3
+    assert res.latency_cycles == 14024 and res.hbm_bytes == 3 * UNIT_BYTES
+
+
+def test_shared_port_stretches_units_that_alone_are_compute_bound(tmp_path):
+    res, hw = toy_run(toy(tmp_path, HBM.format(bw=40)))
+    t = unit_cycles(hw)
+    assert UNIT_BYTES / 40 < t < UNIT_BYTES / 20  # compute-bound alone, memory-bound when shared
+    both = LATENCY + UNIT_BYTES / 20
+    assert res.times.end.tolist() == pytest.approx([both, both, both + LATENCY + t], abs=1e-9)
+    assert [BOUNDS[b] for b in res.times.bound] == ["hbm", "hbm", "compute"]
+
+
+def test_independent_cores_reproduce_single_core_cycles(tmp_path):
+    path = toy(tmp_path, "")
+    single = vfasim.run("C16V32", "vfa", seq_len=256, head_dim=64, block_q=64, block_k=64, causal=True)
+    chip = vfasim.run(path, "vfa", seq_len=256, head_dim=64, block_q=256, block_k=64, causal=True, heads=2)
+    one = vfasim.run(load_hw("C16V32").model_copy(update={"score_buffers": 1}), "vfa", seq_len=256,
+                     head_dim=64, block_q=256, block_k=64, causal=True)
+    assert chip.chip["units"] == 2 and chip.chip["hbm_bytes"] == 0
+    assert chip.latency_cycles == one.latency_cycles  # each core runs one head exactly as one core would
+    assert single.latency_cycles > 0
+
+
+def test_representative_group_equals_every_head_traced(tmp_path):
+    hw = load_hw("H100-SXM")
+    tiling = Tiling(512, 512, 64, 64, 64, True, 2 * 4, 2 * 2)
+    full = trace_only(tiling, "vfa")
+    rep = trace_only(Tiling(512, 512, 64, 64, 64, True, 2, 1), "vfa")
+    shape = TileShape(64, 64, 64, 2, 2, 2)
+    args = dict(batch=2, heads=4, kv_heads=2, n_qblocks=8, n_kblocks=8, decode=False, causal=True, flops=1.0)
+    a = simulate_chip(rep, hw, KERNEL_STYLES["fa2"], Geometry(**args, representative=True), shape)
+    b = simulate_chip(full, hw, KERNEL_STYLES["fa2"], Geometry(**args, representative=False), shape)
+    assert a.latency_cycles == b.latency_cycles
+    assert (a.hbm_bytes, a.l2_bytes) == (b.hbm_bytes, b.l2_bytes)
+    np.testing.assert_array_equal(a.times.end, b.times.end)
+
+
+DECODE = dict(seq_len=8192, head_dim=128, heads=8, kv_heads=2, batch=4, decode=True, queries=1)
+
+
+def test_decode_is_memory_bound_and_scales_with_hbm_bandwidth(tmp_path):
+    fast = tmp_path / "fast.yaml"
+    fast.write_text("base: H100-SXM\nname: fast-hbm\nchip:\n  hbm:\n"
+                    "    bandwidth_gb_per_s: 6700  # assumed, because a test doubles HBM\n")
+    base = vfasim.run("H100-SXM", "fa2", **DECODE)
+    double = vfasim.run(fast, "fa2", **DECODE)
+    assert base.chip["bound"] == "memory" and base.chip["unit_bounds"]["hbm"] >= 0.95 * base.chip["units"]
+    kv = 4 * 2 * 8192 * 128 * 2 * 2  # every K/V byte read once from HBM (GQA groups packed)
+    q, partial_o = 4 * 128 * 2, 4 * 128 * 4  # per split: the group's 4 query rows in, fp32 partial O out
+    combined = 4 * 2 * 4 * 128 * 4  # per (batch, K/V head): the combined O of its 4 query heads
+    assert base.chip["hbm_bytes"] == kv + base.chip["units"] * (q + partial_o) + combined
+    assert 0.5 <= double.latency_cycles / base.latency_cycles < 0.56  # fixed latencies keep it above 1/2
+
+
+def test_prefill_throughput_rises_with_sequence_length_as_waves_fill():
+    tflops = [vfasim.run("H100-SXM", "fa2", seq_len=n, heads=8, block_k=64).chip["tflops"]
+              for n in (256, 512, 1024, 2048)]
+    assert all(a < b for a, b in zip(tflops, tflops[1:])), tflops
+
+
+def test_kernel_styles_fit_their_streams():
+    fa3 = vfasim.run("H100-SXM", "fa2", seq_len=1024, heads=4, block_q=64, kernel_style="fa3")
+    fa4 = vfasim.run("H100-SXM", "fa2", seq_len=1024, heads=4, block_q=64, kernel_style="fa4")
+    assert fa3.chip["streams_per_core"] == 2 and "exp_emul" not in fa3.ops
+    assert fa4.ops["exp_emul"] > 0 and fa4.options["policy"]["exp_emulation"] == 0.15
+
+
+def test_chip_runs_are_deterministic_and_json_serialisable():
+    a = vfasim.run("H100-SXM", "vfa", seq_len=1024, heads=4, kv_heads=2, batch=2, dispatch="persistent")
+    b = vfasim.run("H100-SXM", "vfa", seq_len=1024, heads=4, kv_heads=2, batch=2, dispatch="persistent")
+    assert json.dumps(a.to_dict(), sort_keys=True) == json.dumps(b.to_dict(), sort_keys=True)
+    for key in ("cores", "latency_cycles", "latency_us", "tflops", "waves", "hbm_bytes", "l2_bytes",
+                "achieved_hbm_tbps", "bound"):
+        assert key in a.chip
+
+
+def test_numerics_on_a_subset_of_heads_name_the_heads():
+    r = vfasim.run("H100-SXM", "vfa", seq_len=512, head_dim=64, heads=8, kv_heads=2, numerics_heads=3)
+    assert r.chip["numerics_heads"] == [0, 1, 2, 3]  # whole GQA groups of 4
+    assert r.numerics["rel_err_vs_fp64"] < 0.05
+
+
+def test_data_dependent_algorithms_run_the_engine_on_every_head():
+    r = vfasim.run("H100-SXM", "vsa", seq_len=512, head_dim=64, heads=4, kv_heads=2, batch=2, lam=0.01)
+    assert r.workload == "llm-like" and r.manifest["trace_scope"] == "all batch x heads"
+
+
+def test_trace_dtype_the_config_cannot_price_is_refused():
+    hw = load_hw("H100-SXM")  # no float4 tensor rate
+    trace = trace_only(Tiling(128, 128, 64, 64, 64, True, 1, 1), "fa2",
+                       Precision(matmul="float4_e2m1", scaling={"q": "per_block", "k": "per_block",
+                                                                 "v": "per_block", "p": "per_block"},
+                                 block_scale="mxfp4"))
+    geo = Geometry(1, 1, 1, 2, 2, False, True, 1.0, True)
+    with pytest.raises(VfasimError, match="qk_matmul in float4_e2m1, but pipeline tensor of H100-SXM has no rate"):
+        simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, TileShape(64, 64, 64, 0.5, 0.5, 0.5))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--kernel-style", "fa3"],
+     "kernel style fa3 needs 2 tile stream(s) per core but 0 fit"),
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--heads", "6", "--kv-heads", "4"],
+     "heads (6) must be a multiple of kv_heads (4)"),
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--batch", "0"],
+     "batch must be a positive integer"),
+    (["--hw", "C16V32", "--algo", "fa2", "--seq-len", "256", "--kernel-style", "fa2"],
+     "kernel styles need a config with a chip section"),
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--kernel-style", "fa9"],
+     "unknown kernel style 'fa9'"),
+])
+def test_bad_chip_input_is_one_line_and_writes_nothing(args, message, tmp_path, capsys):
+    out = tmp_path / "t.json"
+    assert main(["run", *args, "--trace-out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_decode_on_a_chip_without_memory_figures_is_refused(tmp_path, capsys):
+    path = toy(tmp_path, "")
+    assert main(["run", "--hw", str(path), "--algo", "fa2", "--seq-len", "1024", "--decode"]) == 2
+    assert "decode on a chip needs memory figures" in capsys.readouterr().err
+
+
+def test_perfetto_shows_a_sample_of_cores_and_memory_tracks(tmp_path):
+    out = tmp_path / "chip.json"
+    vfasim.run("H100-SXM", "fa2", seq_len=1024, heads=4, trace_out=out)
+    events = json.loads(out.read_text())["traceEvents"]
+    procs = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert "memory" in procs and "core 0 (cores 0-7 of 132 shown)" in procs
+    assert any(e["ph"] == "C" for e in events) and any(e["ph"] == "X" for e in events)

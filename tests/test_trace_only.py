@@ -1,0 +1,40 @@
+"""The engine loop without arithmetic emits exactly the full engine's trace, and refuses data-dependent policies."""
+
+from __future__ import annotations
+
+import pytest
+
+from vfasim.errors import VfasimError
+from vfasim.functional import Precision, Tiling, policy_for, run_engine
+from vfasim.functional.trace_only import data_independent, trace_only
+from vfasim.workloads import make_workload
+
+PRECISIONS = [Precision(), Precision(matmul="float8_e4m3", vector="float16",
+                                     scaling={"q": "per_tensor", "k": "per_tensor", "v": "per_tensor", "p": "none"})]
+
+
+@pytest.mark.parametrize("algo", ["fa2", "vfa"])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("decode", [False, True])
+@pytest.mark.parametrize("precision", PRECISIONS, ids=["c16v32", "c8v16"])
+def test_trace_only_digest_equals_the_full_engine(algo, causal, decode, precision):
+    wl = make_workload("llm-like", 300, 32, 4, 0, 2)
+    q = wl.q[:, -3:] if decode else wl.q
+    tiling = Tiling(q.shape[1], 300, 32, 3 if decode else 64, 64, causal, 4, 2)
+    full = run_engine(q, wl.k, wl.v, tiling, algo, precision, decode=decode).trace
+    assert trace_only(tiling, algo, precision, decode=decode).digest() == full.digest()
+
+
+def test_options_that_keep_the_trace_data_independent_are_accepted():
+    tiling = Tiling(256, 256, 32, 64, 64, True)
+    wl = make_workload("random", 256, 32, 1, 1)
+    policy = policy_for("vfa", reorder=False, q_summary="mean", exp_emulation=0.25)
+    full = run_engine(wl.q, wl.k, wl.v, tiling, policy).trace
+    assert trace_only(tiling, policy).digest() == full.digest()
+
+
+@pytest.mark.parametrize("algo", ["fa4", "vsa", "blasst", "blasst_rowskip", "bsfa"])
+def test_data_dependent_policies_are_refused(algo):
+    assert not data_independent(policy_for(algo))
+    with pytest.raises(VfasimError, match="depends on the data"):
+        trace_only(Tiling(128, 128, 32, 64, 64, True), algo)
