@@ -155,10 +155,10 @@ def _fields(config, algo, res: ChipResult, trace: Trace, policy, style, dispatch
 def chip_summary(res: ChipResult, config: HardwareConfig, style: str, dispatch: str, used: list[int]) -> dict:
     seconds = res.latency_cycles / (config.clock_ghz * 1e9)
     units = int(res.launch.kind.size)
-    slots = config.chip.cores * res.streams_per_core
+    slots = config.chip.cores * res.slots_per_core
     return {
         "cores": config.chip.cores, "streams_per_core": res.streams_per_core, "kernel_style": style,
-        "dispatch": dispatch, "units": units, "splits": res.splits, "waves": -(-units // slots),
+        "dispatch": dispatch, "units": units, "streams_per_unit": res.streams_per_core // res.slots_per_core, "splits": res.splits, "waves": -(-units // slots),
         "latency_cycles": res.latency_cycles, "latency_us": seconds * 1e6,
         "flops": res.flops, "tflops": res.flops / seconds / 1e12 if seconds else 0.0,
         "hbm_bytes": res.hbm_bytes, "l2_bytes": res.l2_bytes,

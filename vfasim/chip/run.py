@@ -59,6 +59,7 @@ class Geometry:
 class ChipResult:
     latency_cycles: int
     streams_per_core: int
+    slots_per_core: int  # units a core runs at once (streams / streams per unit)
     splits: int
     launch: Launch
     times: LaunchTimes
@@ -83,15 +84,18 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
     check_dtypes(trace, hw)
     streams = occupancy(style, shape, chip.core_limits)
     core = replace_buffers(hw, style.score_buffers)
-    rows, kv_key, label = _units(geo)
-    splits = split_count(geo.decode, rows.size, chip.cores * streams, geo.n_kblocks)
+    group = style.group_streams if geo.n_qblocks > 1 else 1
+    rows, kv_key, label = _units(geo, group)
+    slots = streams // group
+    splits = split_count(geo.decode, rows.shape[0], chip.cores * slots, geo.n_kblocks)
     launch = build_launch(trace, rows, kv_key, label, splits)
     timer = UnitTimer(trace, core, style.score_buffers, launch.kinds)
     ports = _ports(hw)
-    times = _main_launch(launch, timer, hw, streams, policy, geo, ports)
-    combine = _combine(hw, geo, shape, splits, ports, streams, float(times.end.max(initial=0)))
+    times = _main_launch(launch, timer, hw, slots, policy, geo, ports)
+    combine = _combine(hw, geo, shape, splits, ports, slots, float(times.end.max(initial=0)))
     end = combine.end.max() if combine is not None else times.end.max(initial=0)
-    return _totals(trace, core, launch, times, combine, int(np.ceil(end - 1e-9)), streams, splits, geo, ports)
+    return _totals(trace, core, launch, times, combine, int(np.ceil(end - 1e-9)), streams, splits, geo, ports,
+                   slots)
 
 
 def check_dtypes(trace: Trace, hw: HardwareConfig) -> None:
@@ -107,14 +111,19 @@ def check_dtypes(trace: Trace, hw: HardwareConfig) -> None:
                               f"has no rate for it (rates: {', '.join(hw.pipelines[pipe].throughput)})")
 
 
-def _units(geo: Geometry) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(trace row, global K/V head, label [batch, head, qblock, split]) of every unit, dispatch order."""
-    b, h, q = np.meshgrid(np.arange(geo.batch), np.arange(geo.heads), np.arange(geo.n_qblocks), indexing="ij")
-    b, h, q = b.ravel(), h.ravel(), q.ravel()
+def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(trace rows [U, streams], global K/V head, label [batch, head, qblock, split]) of every unit.
+
+    A unit takes ``streams`` consecutive query blocks of one head (-1 past the last); dispatch order.
+    """
+    q_units = -(-geo.n_qblocks // streams)
+    b, h, q = np.meshgrid(np.arange(geo.batch), np.arange(geo.heads), np.arange(q_units), indexing="ij")
+    b, h, q = b.ravel(), h.ravel(), q.ravel() * streams
     group = geo.heads // geo.kv_heads
     trace_head = h % group if geo.representative else b * geo.heads + h
-    return (trace_head * geo.n_qblocks + q, b * geo.kv_heads + h // group,
-            np.stack([b, h, q, np.zeros_like(q)], axis=1))
+    blocks = q[:, None] + np.arange(streams)
+    rows = np.where(blocks < geo.n_qblocks, (trace_head * geo.n_qblocks)[:, None] + blocks, -1)
+    return rows, b * geo.kv_heads + h // group, np.stack([b, h, q, np.zeros_like(q)], axis=1)
 
 
 def _ports(hw: HardwareConfig) -> Ports:
@@ -157,10 +166,11 @@ def _combine(hw: HardwareConfig, geo: Geometry, shape: TileShape, splits: int, p
                       lambda kind, k: float(cycles), lambda u: (lat, out, partial + out, partial), ports, t0)
 
 
-def _totals(trace, core, launch, times, combine, latency, streams, splits, geo, ports) -> ChipResult:
+def _totals(trace, core, launch, times, combine, latency, streams, splits, geo, ports, slots) -> ChipResult:
     weight = np.zeros(len(trace))
     for k, kind in enumerate(launch.kinds):
-        np.add.at(weight, kind.ops, np.count_nonzero(launch.kind == k))
+        for ops in kind.streams:
+            np.add.at(weight, ops, np.count_nonzero(launch.kind == k))
     busy, by_kind = busy_by_pipeline(trace, core, weight)
     cores = core.chip.cores
     names = list(core.pipelines)
@@ -172,7 +182,7 @@ def _totals(trace, core, launch, times, combine, latency, streams, splits, geo, 
     classes = {r: max((util[n] for n in names if core.pipelines[n].role == r), default=0.0) for r in ROLES}
     classes["memory"] = max([b / (c * latency) for b, c in ((hbm, ports.hbm), (port, ports.l2)) if c] or [0.0])
     return ChipResult(
-        latency_cycles=latency, streams_per_core=streams, splits=splits, launch=launch, times=times,
+        latency_cycles=latency, streams_per_core=streams, slots_per_core=slots, splits=splits, launch=launch, times=times,
         combine=combine, busy_cycles=dict(zip(names, busy.tolist())),
         kind_cycles={KIND_NAMES[i]: float(c) for i, c in enumerate(by_kind) if c},
         utilization={**util, **{f"class_{k}": v for k, v in classes.items()}},

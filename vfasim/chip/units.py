@@ -1,7 +1,10 @@
 """Work units of a launch, grouped by structure, and their compute time on one core.
 
 A prefill launch has one unit per (batch, head, query block): one row of the
-engine's trace. A decode launch (one query block per head) cuts each row's key
+engine's trace — or, for a kernel style whose streams share K/V buffers in
+groups of g (FA3's two consumer warp groups in one thread block), one unit per
+g consecutive query blocks of a head, whose streams load each K/V tile once.
+A decode launch (one query block per head) cuts each row's key
 blocks into ``splits`` contiguous chunks (flash-decoding); every chunk is a unit
 that also loads Q and stores a partial O (the row's prelude and epilogue ops are
 repeated in each), and a combine step merges the partials afterwards.
@@ -31,7 +34,7 @@ from vfasim.trace import COLUMNS, KIND_CODE, Trace
 
 @dataclass(frozen=True)
 class UnitKind:
-    ops: np.ndarray  # op ids in the source trace
+    streams: tuple[np.ndarray, ...]  # op ids in the source trace, one array per tile stream
     kv_blocks: np.ndarray  # [n, 2] key block and 0 (K) / 1 (V) of every K/V load
     kv_bytes: np.ndarray  # [n] bytes of each of those loads
     q_bytes: int
@@ -54,24 +57,27 @@ def split_count(decode: bool, units: int, slots: int, kblocks: int) -> int:
 
 
 def build_launch(trace: Trace, rows: np.ndarray, kv_key: np.ndarray, label: np.ndarray, splits: int) -> Launch:
-    """Units for ``rows`` of ``trace`` (one per row and split), deduplicated into kinds."""
+    """Units for ``rows`` [U, g] of ``trace`` (trace rows of each unit's streams, -1 = none), times splits.
+
+    Units with equal ops are deduplicated into kinds.
+    """
     bounds = np.searchsorted(trace.row, np.arange(int(trace.row.max()) + 2))
     kinds: list[UnitKind] = []
     index: dict[tuple, int] = {}
-    cache: dict[tuple[int, int], int] = {}
-    kind = np.empty(rows.size * splits, np.int64)
-    for u, r in enumerate(np.repeat(rows, splits)):
-        j = u % splits
-        if (r, j) not in cache:
-            ops = _split_ops(trace, bounds[r], bounds[r + 1], j, splits)
-            key = _structure(trace, ops)
-            if key not in index:
-                index[key] = len(kinds)
-                kinds.append(_kind(trace, ops))
-            cache[r, j] = index[key]
-        kind[u] = cache[r, j]
+    cache: dict[tuple, int] = {}
+    kind = np.empty(rows.shape[0] * splits, np.int64)
+    for u, group in enumerate(np.repeat(rows, splits, axis=0).tolist()):
+        key = (*group, u % splits)
+        if key not in cache:
+            parts = tuple(_split_ops(trace, bounds[r], bounds[r + 1], u % splits, splits) for r in group if r >= 0)
+            structure = tuple(_structure(trace, ops) for ops in parts)
+            if structure not in index:
+                index[structure] = len(kinds)
+                kinds.append(_kind(trace, parts))
+            cache[key] = index[structure]
+        kind[u] = cache[key]
     labels = np.repeat(label, splits, axis=0)
-    labels[:, 3] = np.tile(np.arange(splits), rows.size)
+    labels[:, 3] = np.tile(np.arange(splits), rows.shape[0])
     return Launch(kind, np.repeat(kv_key, splits), labels, kinds)
 
 
@@ -93,12 +99,15 @@ def _structure(trace: Trace, ops: np.ndarray) -> tuple:
     return (ops.size, h.hexdigest())
 
 
-def _kind(trace: Trace, ops: np.ndarray) -> UnitKind:
+def _kind(trace: Trace, parts: tuple[np.ndarray, ...]) -> UnitKind:
+    """A unit's streams and bytes; a K/V tile loaded by several of its streams is read once."""
+    ops = np.concatenate(parts)
     k = trace.kind[ops]
     is_k, is_v = k == KIND_CODE["load_k"], k == KIND_CODE["load_v"]
     loads = is_k | is_v
     blocks = np.stack([trace.kblock[ops][loads], is_v[loads].astype(np.int64)], axis=1)
-    return UnitKind(ops, blocks, trace.work[ops][loads].copy(),
+    blocks, first = np.unique(blocks, axis=0, return_index=True)
+    return UnitKind(parts, blocks, trace.work[ops][loads][first],
                     int(trace.work[ops][k == KIND_CODE["load_q"]].sum()),
                     int(trace.work[ops][k == KIND_CODE["store_o"]].sum()))
 
@@ -115,25 +124,32 @@ def local_deps(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return owner[inside], pos[inside]
 
 
-def interleaved(trace: Trace, ops: np.ndarray, copies: int) -> Trace:
-    """``copies`` copies of the unit ``ops`` as one trace, taking turns tile by tile (row = copy)."""
-    n = ops.size
-    cols = {c: np.tile(getattr(trace, c)[ops], copies) for c in COLUMNS}
-    cols["row"] = np.repeat(np.arange(copies, dtype=np.int32), n)
-    order = np.lexsort((np.tile(np.arange(n), copies), cols["row"], cols["step"]))
-    new_id = np.empty(n * copies, np.int64)
-    new_id[order] = np.arange(n * copies)
-    owner, dep = local_deps(trace, ops)
-    shift = (np.arange(copies) * n)[:, None]
-    o, d = new_id[(owner + shift).ravel()], new_id[(dep + shift).ravel()]
+def interleaved(trace: Trace, streams: tuple[np.ndarray, ...], copies: int) -> Trace:
+    """``copies`` copies of a unit's ``streams`` as one trace, all streams taking turns tile by tile.
+
+    Row = stream; each stream keeps its own ops, order and dependencies.
+    """
+    parts = [ops for _ in range(copies) for ops in streams]
+    sizes = np.array([p.size for p in parts])
+    offset = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    total = int(sizes.sum())
+    ops = np.concatenate(parts)
+    cols = {c: getattr(trace, c)[ops] for c in COLUMNS}
+    cols["row"] = np.repeat(np.arange(len(parts), dtype=np.int32), sizes)
+    order = np.lexsort((np.arange(total), cols["row"], cols["step"]))
+    new_id = np.empty(total, np.int64)
+    new_id[order] = np.arange(total)
+    pairs = [local_deps(trace, p) for p in parts]
+    o = new_id[np.concatenate([own + off for (own, _), off in zip(pairs, offset)])]
+    d = new_id[np.concatenate([dep + off for (_, dep), off in zip(pairs, offset)])]
     by = np.lexsort((d, o))
-    dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(o, minlength=n * copies))]).astype(np.int64)
+    dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(o, minlength=total))]).astype(np.int64)
     return Trace(**{c: v[order] for c, v in cols.items()}, dep_ptr=dep_ptr,
                  dep_idx=d[by].astype(np.int32), meta=trace.meta)
 
 
 class UnitTimer:
-    """Compute cycles of a unit kind with k streams on its core, each kind and k simulated once."""
+    """Compute cycles of a unit kind with k units on its core, each kind and k simulated once."""
 
     def __init__(self, trace: Trace, hw: HardwareConfig, score_buffers: int, kinds: list[UnitKind]) -> None:
         self.trace, self.hw, self.buffers, self.kinds = trace, hw, score_buffers, kinds
@@ -142,8 +158,9 @@ class UnitTimer:
     def cycles(self, kind: int, streams: int) -> int:
         key = (kind, streams)
         if key not in self._cycles:
-            merged = interleaved(self.trace, self.kinds[kind].ops, streams)
-            hw = replace_buffers(self.hw, self.buffers * streams)
+            parts = self.kinds[kind].streams
+            merged = interleaved(self.trace, parts, streams)
+            hw = replace_buffers(self.hw, self.buffers * streams * len(parts))
             self._cycles[key] = simulate(merged, hw, "pipelined").total_cycles
         return self._cycles[key]
 

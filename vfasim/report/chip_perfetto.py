@@ -3,7 +3,7 @@
 Layout: process 1 "memory" holds two counter tracks, the HBM and L2-port
 bandwidth in use (TB/s) between events of the chip's event loop; then one
 process per sampled core — the first ``CORE_SAMPLE`` cores, which the process
-names state — with one thread per tile stream. Each work unit is a complete
+names state — with one thread per unit slot (a unit holds one or more tile streams). Each work unit is a complete
 ("X") event named ``b{batch} h{head} q{query block} s{split}`` (combine units
 ``combine``), with its bound, HBM bytes and L2-hit bytes as args. Time in
 microseconds at the config's clock, as in ``perfetto.py``.
@@ -28,7 +28,7 @@ def chip_trace(res: ChipResult, hw: HardwareConfig) -> dict:
     out = [_meta(MEMORY_PID, 0, "process_name", "memory")]
     for c in range(shown):
         out.append(_meta(2 + c, 0, "process_name", f"core {c} (cores 0-{shown - 1} of {cores} shown)"))
-        out += [_meta(2 + c, s, "thread_name", f"stream {s}") for s in range(res.streams_per_core)]
+        out += [_meta(2 + c, s, "thread_name", f"slot {s}") for s in range(res.slots_per_core)]
     names = [f"b{b} h{h} q{q} s{s}" for b, h, q, s in res.launch.label.tolist()]
     out += _units(res.times, names, shown, cores, us)
     if res.combine is not None:
