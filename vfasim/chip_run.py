@@ -37,7 +37,9 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
              qkv, decode: bool, queries: int, options, kernel_style_name: str | None, dispatch: str,
              numerics_heads: int, trace_out: str | Path | None) -> dict:
     """The RunResult fields of a chip run (``api.run`` wraps them)."""
-    from vfasim import api  # the single-core path's helpers (workload, precision, numerics)
+    from vfasim import (
+        api,  # the single-core path's helpers (workload, precision, numerics)
+    )
 
     style = kernel_style(kernel_style_name or "fa2")
     _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv)
@@ -155,9 +157,10 @@ def _fields(config, algo, res: ChipResult, trace: Trace, policy, style, dispatch
 def chip_summary(res: ChipResult, config: HardwareConfig, style: str, dispatch: str, used: list[int]) -> dict:
     seconds = res.latency_cycles / (config.clock_ghz * 1e9)
     units = int(res.launch.kind.size)
-    slots = config.chip.cores * res.slots_per_core
+    cores = config.chip.cores if config.chip is not None else 1
+    slots = cores * res.slots_per_core
     return {
-        "cores": config.chip.cores, "streams_per_core": res.streams_per_core, "kernel_style": style,
+        "cores": cores, "streams_per_core": res.streams_per_core, "kernel_style": style,
         "dispatch": dispatch, "units": units, "streams_per_unit": res.streams_per_core // res.slots_per_core, "splits": res.splits, "waves": -(-units // slots),
         "latency_cycles": res.latency_cycles, "latency_us": seconds * 1e6,
         "flops": res.flops, "tflops": res.flops / seconds / 1e12 if seconds else 0.0,

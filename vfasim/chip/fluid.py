@@ -51,11 +51,11 @@ class LaunchTimes:
     samples: list[tuple[float, float, float]] = field(default_factory=list)  # (t, hbm B/cyc, l2 B/cyc)
 
 
-def dispatch_queues(n_units: int, slots: int, policy: str, order: np.ndarray) -> list[list[int]] | list[int]:
-    """Per-slot unit lists (waves) or one shared queue (persistent), in order."""
+def dispatch_queues(n_units: int, slots: int, policy: str, order: np.ndarray) -> list[list[int]]:
+    """Per-slot unit lists (waves) or one queue shared by every slot (persistent), in order."""
     if policy == "waves":
         return [list(range(s, n_units, slots)) for s in range(slots)]
-    return order.tolist()
+    return [order.tolist()]
 
 
 def run_launch(kind: np.ndarray, cores: int, streams: int, policy: str, order: np.ndarray,
@@ -69,7 +69,7 @@ def run_launch(kind: np.ndarray, cores: int, streams: int, policy: str, order: n
     loop = _Loop(kind, cores, streams, cycles, on_start, ports, t0)
     queues = dispatch_queues(kind.size, cores * streams, policy, order)
     shared = policy != "waves"
-    loop.run(queues[::-1] if shared else [q[::-1] for q in queues], shared)  # popped from the end
+    loop.run([q[::-1] for q in queues], shared)  # popped from the end
     return loop.times
 
 
@@ -96,7 +96,7 @@ class _Loop:
 
     def _fill(self, queues, shared: bool) -> None:
         for s in np.flatnonzero(self.unit < 0):
-            q = queues if shared else queues[s]
+            q = queues[0] if shared else queues[s]
             if not q:
                 continue
             u = q.pop()

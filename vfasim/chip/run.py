@@ -33,8 +33,16 @@ import numpy as np
 from vfasim.chip.fluid import BOUNDS, LaunchTimes, Ports, run_launch
 from vfasim.chip.memory import UnitMemory
 from vfasim.chip.styles import KernelStyle, TileShape, occupancy
-from vfasim.chip.units import Launch, UnitTimer, build_launch, busy_by_pipeline, replace_buffers, split_count
+from vfasim.chip.units import (
+    Launch,
+    UnitTimer,
+    build_launch,
+    busy_by_pipeline,
+    replace_buffers,
+    split_count,
+)
 from vfasim.errors import VfasimError
+from vfasim.hw.chip import ChipSpec
 from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.trace import DTYPES, KIND_NAMES, OP_KINDS, Trace
 
@@ -74,6 +82,18 @@ class ChipResult:
     l2_port_bytes: float
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What a launch runs on: the core as the style sets it, the chip, occupancy, ports."""
+
+    core: HardwareConfig
+    chip: ChipSpec
+    streams: int  # tile streams per core
+    slots: int  # units per core at once
+    splits: int
+    ports: Ports
+
+
 def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geometry, shape: TileShape,
                   policy: str = "waves") -> ChipResult:
     chip = hw.chip
@@ -83,19 +103,17 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
         raise VfasimError(f"hw config {hw.name}: decode on a chip needs memory figures (chip.hbm, chip.l2)")
     check_dtypes(trace, hw)
     streams = occupancy(style, shape, chip.core_limits)
-    core = replace_buffers(hw, style.score_buffers)
     group = style.group_streams if geo.n_qblocks > 1 else 1
     rows, kv_key, label = _units(geo, group)
     slots = streams // group
     splits = split_count(geo.decode, rows.shape[0], chip.cores * slots, geo.n_kblocks)
+    plan = _Plan(replace_buffers(hw, style.score_buffers), chip, streams, slots, splits, _ports(chip, hw.clock_ghz))
     launch = build_launch(trace, rows, kv_key, label, splits)
-    timer = UnitTimer(trace, core, style.score_buffers, launch.kinds)
-    ports = _ports(hw)
-    times = _main_launch(launch, timer, hw, slots, policy, geo, ports)
-    combine = _combine(hw, geo, shape, splits, ports, slots, float(times.end.max(initial=0)))
+    timer = UnitTimer(trace, plan.core, style.score_buffers, launch.kinds)
+    times = _main_launch(launch, timer, plan, policy, geo)
+    combine = _combine(plan, geo, shape, float(times.end.max(initial=0)))
     end = combine.end.max() if combine is not None else times.end.max(initial=0)
-    return _totals(trace, core, launch, times, combine, int(np.ceil(end - 1e-9)), streams, splits, geo, ports,
-                   slots)
+    return _totals(trace, plan, launch, times, combine, int(np.ceil(end - 1e-9)), geo.flops)
 
 
 def check_dtypes(trace: Trace, hw: HardwareConfig) -> None:
@@ -117,8 +135,8 @@ def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     A unit takes ``streams`` consecutive query blocks of one head (-1 past the last); dispatch order.
     """
     q_units = -(-geo.n_qblocks // streams)
-    b, h, q = np.meshgrid(np.arange(geo.batch), np.arange(geo.heads), np.arange(q_units), indexing="ij")
-    b, h, q = b.ravel(), h.ravel(), q.ravel() * streams
+    grid = np.meshgrid(np.arange(geo.batch), np.arange(geo.heads), np.arange(q_units), indexing="ij")
+    b, h, q = grid[0].ravel(), grid[1].ravel(), grid[2].ravel() * streams
     group = geo.heads // geo.kv_heads
     trace_head = h % group if geo.representative else b * geo.heads + h
     blocks = q[:, None] + np.arange(streams)
@@ -126,16 +144,14 @@ def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return rows, b * geo.kv_heads + h // group, np.stack([b, h, q, np.zeros_like(q)], axis=1)
 
 
-def _ports(hw: HardwareConfig) -> Ports:
-    chip = hw.chip
-    l2 = chip.bytes_per_cycle(chip.l2, hw.clock_ghz) if chip.l2 is not None else None
-    hbm = chip.bytes_per_cycle(chip.hbm, hw.clock_ghz) if chip.hbm is not None else None
+def _ports(chip: ChipSpec, clock_ghz: float) -> Ports:
+    l2 = chip.bytes_per_cycle(chip.l2, clock_ghz) if chip.l2 is not None else None
+    hbm = chip.bytes_per_cycle(chip.hbm, clock_ghz) if chip.hbm is not None else None
     return Ports(l2=l2, hbm=hbm)
 
 
-def _main_launch(launch: Launch, timer: UnitTimer, hw: HardwareConfig, streams: int, policy: str,
-                 geo: Geometry, ports: Ports) -> LaunchTimes:
-    chip = hw.chip
+def _main_launch(launch: Launch, timer: UnitTimer, plan: _Plan, policy: str, geo: Geometry) -> LaunchTimes:
+    chip = plan.chip
     memory = UnitMemory(launch, chip.l2.capacity_bytes if chip.l2 else None, chip.has_memory, geo.n_kblocks)
     latency = chip.hbm.latency_cycles if chip.hbm is not None else 0
 
@@ -147,12 +163,12 @@ def _main_launch(launch: Launch, timer: UnitTimer, hw: HardwareConfig, streams: 
     if policy == "persistent" and geo.causal:
         single = np.array([timer.cycles(k, 1) for k in range(len(launch.kinds))])
         order = np.argsort(-single[launch.kind], kind="stable")
-    return run_launch(launch.kind, chip.cores, streams, policy, order, timer.cycles, on_start, ports)
+    return run_launch(launch.kind, chip.cores, plan.slots, policy, order, timer.cycles, on_start, plan.ports)
 
 
-def _combine(hw: HardwareConfig, geo: Geometry, shape: TileShape, splits: int, ports: Ports, streams: int,
-             t0: float) -> LaunchTimes | None:
-    if splits == 1:
+def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float) -> LaunchTimes | None:
+    hw, splits, memory = plan.core, plan.splits, plan.chip.l2 or plan.chip.hbm
+    if splits == 1 or memory is None:
         return None
     rows = shape.block_q
     vec = next(p for p in hw.pipelines.values() if p.role == "vector")
@@ -160,19 +176,21 @@ def _combine(hw: HardwareConfig, geo: Geometry, shape: TileShape, splits: int, p
     cycles = vec.startup_cycles + np.ceil(work / vec.throughput[hw.precision.vector]) + vec.issue_overhead_cycles
     partial = splits * rows * (shape.head_dim + 1) * 4.0
     out = rows * shape.head_dim * (4 if hw.precision.vector == "float32" else 2)
-    lat = (hw.chip.l2 or hw.chip.hbm).latency_cycles
+    lat = memory.latency_cycles
     n = geo.batch * geo.heads
-    return run_launch(np.zeros(n, np.int64), hw.chip.cores, streams, "waves", np.arange(n),
-                      lambda kind, k: float(cycles), lambda u: (lat, out, partial + out, partial), ports, t0)
+    return run_launch(np.zeros(n, np.int64), plan.chip.cores, plan.slots, "waves", np.arange(n),
+                      lambda kind, k: float(cycles), lambda u: (lat, out, partial + out, partial), plan.ports, t0)
 
 
-def _totals(trace, core, launch, times, combine, latency, streams, splits, geo, ports, slots) -> ChipResult:
+def _totals(trace: Trace, plan: _Plan, launch: Launch, times: LaunchTimes, combine: LaunchTimes | None,
+            latency: int, flops: float) -> ChipResult:
+    core, ports = plan.core, plan.ports
     weight = np.zeros(len(trace))
     for k, kind in enumerate(launch.kinds):
         for ops in kind.streams:
             np.add.at(weight, ops, np.count_nonzero(launch.kind == k))
     busy, by_kind = busy_by_pipeline(trace, core, weight)
-    cores = core.chip.cores
+    cores = plan.chip.cores
     names = list(core.pipelines)
     util = {n: busy[i] / (core.pipelines[n].units * cores * latency) for i, n in enumerate(names)}
     runs = [t for t in (times, combine) if t is not None]
@@ -182,15 +200,16 @@ def _totals(trace, core, launch, times, combine, latency, streams, splits, geo, 
     classes = {r: max((util[n] for n in names if core.pipelines[n].role == r), default=0.0) for r in ROLES}
     classes["memory"] = max([b / (c * latency) for b, c in ((hbm, ports.hbm), (port, ports.l2)) if c] or [0.0])
     return ChipResult(
-        latency_cycles=latency, streams_per_core=streams, slots_per_core=slots, splits=splits, launch=launch, times=times,
+        latency_cycles=latency, streams_per_core=plan.streams, slots_per_core=plan.slots, splits=plan.splits,
+        launch=launch, times=times,
         combine=combine, busy_cycles=dict(zip(names, busy.tolist())),
         kind_cycles={KIND_NAMES[i]: float(c) for i, c in enumerate(by_kind) if c},
         utilization={**util, **{f"class_{k}": v for k, v in classes.items()}},
-        bound=_bound(classes), flops=geo.flops, hbm_bytes=hbm, l2_bytes=hits, l2_port_bytes=port)
+        bound=_bound(classes), flops=flops, hbm_bytes=hbm, l2_bytes=hits, l2_port_bytes=port)
 
 
 def _bound(classes: dict[str, float]) -> str:
-    top = max(classes, key=classes.get)
+    top = max(classes, key=lambda k: classes[k])
     return top if classes[top] >= BUSY_ENOUGH else "launch"
 
 

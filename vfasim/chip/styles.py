@@ -83,7 +83,7 @@ def occupancy(style: KernelStyle, shape: TileShape, limits: CoreLimits) -> int:
     shared, regs = stream_bytes(style, shape, limits)
     g = style.group_streams
     fit = limits.buffer_bytes // (shared * g)
-    if regs:
+    if regs and limits.register_bytes is not None:
         fit = min(fit, limits.register_bytes // (regs * g))
     fit = min(limits.max_streams, fit * g)
     want = style.streams or fit

@@ -23,7 +23,7 @@ MEMORY_PID = 1
 
 def chip_trace(res: ChipResult, hw: HardwareConfig) -> dict:
     us = 1.0 / (hw.clock_ghz * 1e3)
-    cores = hw.chip.cores
+    cores = hw.chip.cores if hw.chip is not None else 1
     shown = min(cores, CORE_SAMPLE)
     out = [_meta(MEMORY_PID, 0, "process_name", "memory")]
     for c in range(shown):

@@ -11,12 +11,12 @@ def format_chip_run(doc: dict) -> str:
         f"seq {shape['seq_len']} kv {shape['kv_len']} d {shape['head_dim']} "
         f"blocks {shape['block_q']}x{shape['block_k']} {'causal' if shape['causal'] else 'non-causal'}"
         + (" decode" if shape["decode"] else ""),
-        f"latency   {chip['latency_cycles']:,} cycles ({chip['latency_us']:.2f} us)   "
-        f"{chip['tflops']:.1f} TFLOP/s   bound {chip['bound']}",
-        f"launch    {chip['units']:,} units ({chip['splits']} split(s) per row), {chip['streams_per_core']} "
-        f"stream(s) per core, {chip['waves']} wave(s)",
-        f"memory    HBM {chip['hbm_bytes'] / 1e6:,.1f} MB ({chip['achieved_hbm_tbps']:.2f} TB/s)   "
-        f"L2 hits {chip['l2_bytes'] / 1e6:,.1f} MB (L2 port {chip['achieved_l2_tbps']:.2f} TB/s)",
+        (f"latency   {chip['latency_cycles']:,} cycles ({chip['latency_us']:.2f} us)   "
+        f"{chip['tflops']:.1f} TFLOP/s   bound {chip['bound']}"),
+        (f"launch    {chip['units']:,} units ({chip['splits']} split(s) per row), {chip['streams_per_core']} "
+        f"stream(s) per core, {chip['waves']} wave(s)"),
+        (f"memory    HBM {chip['hbm_bytes'] / 1e6:,.1f} MB ({chip['achieved_hbm_tbps']:.2f} TB/s)   "
+        f"L2 hits {chip['l2_bytes'] / 1e6:,.1f} MB (L2 port {chip['achieved_l2_tbps']:.2f} TB/s)"),
         "util      " + "  ".join(f"{k} {v:6.1%}" for k, v in chip["utilization"].items()),
         "units bound by  " + "  ".join(f"{k} {v:,}" for k, v in chip["unit_bounds"].items()),
         "",
