@@ -28,7 +28,8 @@ def test_trace_only_digest_equals_the_full_engine(algo, causal, decode, precisio
 def test_options_that_keep_the_trace_data_independent_are_accepted():
     tiling = Tiling(256, 256, 32, 64, 64, True)
     wl = make_workload("random", 256, 32, 1, 1)
-    policy = policy_for("vfa", reorder=False, q_summary="mean", exp_emulation=0.25)
+    policy = policy_for("vfa", reorder=False, q_summary="mean", exp_emulation=0.25, minit_clamp=True,
+                        fp32_state=True, p_bf16=True)
     full = run_engine(wl.q, wl.k, wl.v, tiling, policy).trace
     assert trace_only(tiling, policy).digest() == full.digest()
 

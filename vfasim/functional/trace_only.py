@@ -45,6 +45,8 @@ class _TraceLoop(_Loop):
     def __init__(self, tiling: Tiling, policy: Policy, prec: Precision, decode: bool) -> None:
         self.t, self.policy, self.prec, self.lam = tiling, policy, prec, 1e-3
         self.thresholds, self.decode = None, decode
+        self.state_dtype = "float32" if policy.fp32_state else prec.vector  # as _Loop: l and O
+        self.p_prec = prec.for_p(policy.p_bf16)
         prec.check_shapes(tiling.head_dim, tiling.block_k)
         rows = np.arange(tiling.n_rows)
         self.qblock = rows % tiling.n_qblocks
@@ -88,7 +90,7 @@ class _TraceLoop(_Loop):
     def finish_trace(self, algo: str) -> Trace:
         t, rows = self.t, np.arange(self.t.n_rows)
         last = t.n_kblocks + 1
-        norm = self.tb.emit("normalize", rows, last, t.block_q * t.head_dim, self.prec.vector,
+        norm = self.tb.emit("normalize", rows, last, t.block_q * t.head_dim, self.state_dtype,
                             deps=(self.writer["o"], self.writer["l"]))
         self.tb.emit("store_o", rows, last, self._bytes(t.block_q, "o"), self.prec.vector, deps=(norm,))
         self.tb.meta["algo"] = algo

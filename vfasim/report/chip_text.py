@@ -26,7 +26,8 @@ def format_chip_run(doc: dict) -> str:
     ]
     if num:
         heads = chip["numerics_heads"]
-        lines.append(f"numerics on heads {heads[0]}-{heads[-1]}: rel err vs fp64 {num['rel_err_vs_fp64']:.3e}   "
+        lines.append(f"numerics on heads {heads[0]}-{heads[-1]}: {num.get('verdict', '')}   "
+                     f"rel err vs fp64 {num['rel_err_vs_fp64']:.3e}   "
                      f"bit-identical vs fa2 {num['bit_identical_vs_fa2']:.1%}   NaN {num['nan_count']}")
     else:
         lines.append("numerics  not computed (timing only; --numerics-heads N checks the first N heads)")
