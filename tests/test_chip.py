@@ -141,6 +141,27 @@ def test_chip_runs_are_deterministic_and_json_serialisable():
         assert key in a.chip
 
 
+@pytest.mark.parametrize("policy", ["waves", "persistent"])
+def test_dispatch_policies_on_a_causal_launch(policy, tmp_path):
+    hw = load_hw(toy(tmp_path, ""))  # 2 cores, one stream each, no shared memory
+    trace = trace_only(Tiling(512, 512, 64, 64, 64, True, 1, 1), "fa2")
+    geo = Geometry(1, 1, 1, 8, 8, False, True, 1.0, True)
+    res = simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, TileShape(64, 64, 64, 2, 2, 2), policy=policy)
+    first = sorted(np.argsort(res.times.start, kind="stable")[:2].tolist())
+    if policy == "waves":  # units dealt in order: query blocks 0, 2, 4, 6 on core 0
+        assert first == [0, 1] and res.times.core.tolist() == [0, 1] * 4
+    else:  # longest first: the last query blocks visit the most key blocks
+        assert first == [6, 7]
+        assert res.times.end.max() <= simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo,
+                                                    TileShape(64, 64, 64, 2, 2, 2)).times.end.max()
+
+
+def test_batch_on_one_core_is_more_heads():
+    a = vfasim.run("C16V32", "fa2", seq_len=256, head_dim=64, block_q=64, block_k=64, batch=2)
+    b = vfasim.run("C16V32", "fa2", seq_len=256, head_dim=64, block_q=64, block_k=64, heads=2)
+    assert a.latency_cycles == b.latency_cycles and a.manifest["trace_digest"] == b.manifest["trace_digest"]
+
+
 def test_numerics_on_a_subset_of_heads_name_the_heads():
     r = vfasim.run("H100-SXM", "vfa", seq_len=512, head_dim=64, heads=8, kv_heads=2, numerics_heads=3)
     assert r.chip["numerics_heads"] == [0, 1, 2, 3]  # whole GQA groups of 4
@@ -174,6 +195,8 @@ def test_trace_dtype_the_config_cannot_price_is_refused():
      "kernel styles need a config with a chip section"),
     (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--kernel-style", "fa9"],
      "unknown kernel style 'fa9'"),
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--dispatch", "greedy"],
+     "unknown dispatch policy 'greedy'"),
 ])
 def test_bad_chip_input_is_one_line_and_writes_nothing(args, message, tmp_path, capsys):
     out = tmp_path / "t.json"
