@@ -37,9 +37,7 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
              qkv, decode: bool, queries: int, options, kernel_style_name: str | None, dispatch: str,
              numerics_heads: int, trace_out: str | Path | None) -> dict:
     """The RunResult fields of a chip run (``api.run`` wraps them)."""
-    from vfasim import (
-        api,  # the single-core path's helpers (workload, precision, numerics)
-    )
+    from vfasim import api  # the single-core path's helpers: workload, precision, numerics
 
     style = kernel_style(kernel_style_name or "fa2")
     _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv)
