@@ -118,8 +118,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
 
 def check_dtypes(trace: Trace, hw: HardwareConfig) -> None:
     """Refuse a trace that computes in a data type its op's pipeline has no rate for."""
-    pairs = np.unique(np.stack([trace.kind, trace.dtype]), axis=1)
-    for code, dtype in pairs.T.tolist():
+    seen = np.bincount(trace.kind.astype(np.int64) * len(DTYPES) + trace.dtype, minlength=len(KIND_NAMES) * len(DTYPES))
+    for code, dtype in (divmod(int(i), len(DTYPES)) for i in np.flatnonzero(seen)):
         kind = KIND_NAMES[code]
         pipe = hw.op_map[kind]
         if OP_KINDS[kind][1] == "bytes" or pipe == FUSED:
