@@ -147,7 +147,7 @@ def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, o
     from vfasim.chip_run import run_chip
 
     keys = ("batch", "seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed",
-            "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out")
+            "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "schedule")
     return RunResult(**run_chip(config, algo, options=_options(options, option_kwargs),
                                 kernel_style_name=args["kernel_style"], **{k: args[k] for k in keys}))
 

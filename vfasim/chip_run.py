@@ -35,7 +35,7 @@ SHARE_CLASSES = ("tensor", "vector", "exp")
 def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, head_dim: int, block_q: int,
              block_k: int, causal: bool, heads: int, kv_heads: int | None, seed: int, workload: str,
              qkv, decode: bool, queries: int, options, kernel_style_name: str | None, dispatch: str,
-             numerics_heads: int, trace_out: str | Path | None) -> dict:
+             numerics_heads: int, trace_out: str | Path | None, schedule: str = "pipelined") -> dict:
     """The RunResult fields of a chip run (``api.run`` wraps them)."""
     from vfasim import api  # the single-core path's helpers: workload, precision, numerics
 
@@ -54,7 +54,7 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     tu = Tiling(*unit_args, heads // group, kv_heads)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative)
-    res = simulate_chip(trace, config, style, geo, _shape(tu, precision), dispatch)
+    res = simulate_chip(trace, config, style, geo, _shape(tu, precision), dispatch, schedule)
     numerics, used = _numerics(config, algo, options, numerics_heads, heads, kv_heads, tiling_args, seed,
                                workload, decode, queries, api)
     if trace_out is not None:

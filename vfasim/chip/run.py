@@ -95,7 +95,7 @@ class _Plan:
 
 
 def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geometry, shape: TileShape,
-                  policy: str = "waves") -> ChipResult:
+                  policy: str = "waves", schedule: str = "pipelined") -> ChipResult:
     chip = hw.chip
     if chip is None:
         raise VfasimError(f"hw config {hw.name} has no chip section")
@@ -109,7 +109,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
     splits = split_count(geo.decode, rows.shape[0], chip.cores * slots, geo.n_kblocks)
     plan = _Plan(replace_buffers(hw, style.score_buffers), chip, streams, slots, splits, _ports(chip, hw.clock_ghz))
     launch = build_launch(trace, rows, kv_key, label, splits)
-    timer = UnitTimer(trace, plan.core, style.score_buffers, launch.kinds)
+    timer = UnitTimer(trace, plan.core, style.score_buffers, launch.kinds, schedule)
     times = _main_launch(launch, timer, plan, policy, geo)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)))
     end = combine.end.max() if combine is not None else times.end.max(initial=0)

@@ -151,8 +151,9 @@ def interleaved(trace: Trace, streams: tuple[np.ndarray, ...], copies: int) -> T
 class UnitTimer:
     """Compute cycles of a unit kind with k units on its core, each kind and k simulated once."""
 
-    def __init__(self, trace: Trace, hw: HardwareConfig, score_buffers: int, kinds: list[UnitKind]) -> None:
-        self.trace, self.hw, self.buffers, self.kinds = trace, hw, score_buffers, kinds
+    def __init__(self, trace: Trace, hw: HardwareConfig, score_buffers: int, kinds: list[UnitKind],
+                 schedule: str = "pipelined") -> None:
+        self.trace, self.hw, self.buffers, self.kinds, self.schedule = trace, hw, score_buffers, kinds, schedule
         self._cycles: dict[tuple[int, int], int] = {}
 
     def cycles(self, kind: int, streams: int) -> int:
@@ -161,7 +162,7 @@ class UnitTimer:
             parts = self.kinds[kind].streams
             merged = interleaved(self.trace, parts, streams)
             hw = replace_buffers(self.hw, self.buffers * streams * len(parts))
-            self._cycles[key] = simulate(merged, hw, "pipelined").total_cycles
+            self._cycles[key] = simulate(merged, hw, self.schedule).total_cycles
         return self._cycles[key]
 
 
