@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vfasim.hw.config import HardwareConfig
-from vfasim.sim.engine import op_cycles, simulate
+from vfasim.sim import op_cycles, simulate
 from vfasim.trace import COLUMNS, KIND_CODE, Trace
 
 
