@@ -43,8 +43,9 @@ from vfasim.chip.units import (
 )
 from vfasim.errors import VfasimError
 from vfasim.hw.chip import ChipSpec
-from vfasim.hw.config import FUSED, HardwareConfig
-from vfasim.trace import DTYPES, KIND_NAMES, OP_KINDS, Trace
+from vfasim.hw.config import HardwareConfig
+from vfasim.sim import op_cycles
+from vfasim.trace import KIND_NAMES, Trace
 
 ROLES = ("tensor", "vector", "exp")
 BUSY_ENOUGH = 0.5  # below this utilisation no resource bounds the chip: the launch itself does
@@ -101,7 +102,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
         raise VfasimError(f"hw config {hw.name} has no chip section")
     if geo.decode and not chip.has_memory:
         raise VfasimError(f"hw config {hw.name}: decode on a chip needs memory figures (chip.hbm, chip.l2)")
-    check_dtypes(trace, hw)
+    op_cycles(trace, hw)  # prices every op by its own dtype: refuses one the config has no rate for
     streams = occupancy(style, shape, chip.core_limits)
     group = style.group_streams if geo.n_qblocks > 1 else 1
     rows, kv_key, label = _units(geo, group)
@@ -114,19 +115,6 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)))
     end = combine.end.max() if combine is not None else times.end.max(initial=0)
     return _totals(trace, plan, launch, times, combine, int(np.ceil(end - 1e-9)), geo.flops)
-
-
-def check_dtypes(trace: Trace, hw: HardwareConfig) -> None:
-    """Refuse a trace that computes in a data type its op's pipeline has no rate for."""
-    seen = np.bincount(trace.kind.astype(np.int64) * len(DTYPES) + trace.dtype, minlength=len(KIND_NAMES) * len(DTYPES))
-    for code, dtype in (divmod(int(i), len(DTYPES)) for i in np.flatnonzero(seen)):
-        kind = KIND_NAMES[code]
-        pipe = hw.op_map[kind]
-        if OP_KINDS[kind][1] == "bytes" or pipe == FUSED:
-            continue
-        if DTYPES[dtype] not in hw.pipelines[pipe].throughput:
-            raise VfasimError(f"the trace computes {kind} in {DTYPES[dtype]}, but pipeline {pipe} of {hw.name} "
-                              f"has no rate for it (rates: {', '.join(hw.pipelines[pipe].throughput)})")
 
 
 def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

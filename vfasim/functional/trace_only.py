@@ -16,6 +16,7 @@ from vfasim.errors import VfasimError
 from vfasim.functional.engine import _Loop, _meta
 from vfasim.functional.policy import Policy, policy_for
 from vfasim.functional.precision import Precision
+from vfasim.functional.stages import SOFTWARE_PIPELINE
 from vfasim.functional.tiling import Tiling
 from vfasim.trace import Trace, TraceBuilder
 
@@ -53,7 +54,8 @@ class _TraceLoop(_Loop):
         self.kv_head = rows // tiling.n_qblocks // (tiling.heads // tiling.kv_heads)
         self.order = tiling.order(policy.reorder)[self.qblock]
         self.local = tiling.local_block[self.qblock]
-        self.tb = TraceBuilder(tiling.n_rows, tiling.n_kblocks, meta=_meta(tiling, policy, prec, self.lam, decode))
+        self.tb = TraceBuilder(tiling.n_rows, tiling.n_kblocks, meta=_meta(tiling, policy, prec, self.lam, decode),
+                               schedule=SOFTWARE_PIPELINE)
         self.writer = {name: np.full(tiling.n_rows, -1, np.int64) for name in ("m", "l", "o")}
 
     def prelude(self) -> None:
