@@ -77,8 +77,3 @@ class UnitMemory:
             hits = float(self.cache.access(keys.tolist(), kind.kv_bytes.tolist()))
         return UnitBytes(total - hits, total if self.cache is not None else 0.0, hits)
 
-
-def unit_kv_bytes(launch: Launch) -> np.ndarray:
-    """K/V bytes each unit reads (before reuse)."""
-    per_kind = np.array([k.kv_bytes.sum() for k in launch.kinds], dtype=float)
-    return per_kind[launch.kind]
