@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import numpy as np
-
 from vfasim.chip.units import Launch
 
 
