@@ -66,6 +66,14 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
                    workload if not representative else "timing-only")
 
 
+def timing_only(hw, algo: str) -> bool:
+    """True when ``run(hw, algo)`` is a chip run that needs no workload (the trace is data-independent)."""
+    from vfasim.hw import load_hw
+
+    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+    return config.chip is not None and data_independent(policy_for(algo))
+
+
 def _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv) -> None:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise VfasimError(f"batch must be a positive integer, got {batch!r}")

@@ -90,6 +90,8 @@ RULES: dict[str, Callable[[str, object], object]] = {
     "kv_heads": optional(integer), "queries": integer, "seed": lambda n, v: integer(n, v, 0),
     "causal": flag, "decode": flag, "progress": flag, "algo": text, "workload": text, "schedule": text,
     "qkv": optional(path), "trace_out": optional(path),
+    "batch": integer, "numerics_heads": lambda n, v: integer(n, v, 0), "kernel_style": optional(text),
+    "dispatch": text,
 }
 OPTION_RULES: dict[str, Callable[[str, object], object]] = {
     "lam": lambda n, v: number(n, v, 0.0, 1.0), "topk": lambda n, v: integer(n, v, 0),
@@ -182,12 +184,22 @@ def check_combination(values: Mapping[str, Any]) -> None:
         if given:
             raise VfasimError(f"{', '.join(given)} cannot be given with qkv: the file sets the workload and "
                               "its sizes")
-    elif "seq_len" in values:
+    elif "seq_len" in values and not _timing_only_chip(values):
         check_plan(values)
     if values.get("trace_out") is not None:
         from vfasim.outputs import check_file_target
 
         check_file_target(values["trace_out"], "trace file")
+
+
+def _timing_only_chip(values: Mapping[str, Any]) -> bool:
+    """A chip run of a data-independent algorithm generates no workload: there is nothing to estimate."""
+    from vfasim.chip_run import timing_only  # the API imports this module
+
+    try:
+        return timing_only(values.get("hw", run_defaults()["hw"]), values.get("algo", run_defaults()["algo"]))
+    except VfasimError:  # the run itself reports a bad config or algorithm
+        return False
 
 
 def check_blocks(tiling) -> None:
@@ -215,7 +227,7 @@ def check_plan(values: Mapping[str, Any]) -> float:
     check_blocks(SimpleNamespace(block_q=min(g["block_q"], rows) if g["decode"] else g["block_q"], seq_len=rows,
                                  block_k=g["block_k"], kv_len=g["seq_len"]))
     need, seconds = estimate(rows, g["seq_len"], g["head_dim"], min(g["block_q"], rows), g["block_k"],
-                             g["heads"], g["causal"])
+                             g["heads"] * g.get("batch", 1), g["causal"])
     have = available_bytes()
     if need > have:
         raise VfasimError(f"this run would need about {_gib(need)} of memory (seq_len {g['seq_len']}, heads "
