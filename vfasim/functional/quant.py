@@ -2,8 +2,11 @@
 
 Complements ``precision.Precision`` (which rounds to float32/float16/bfloat16 with no
 scale) with the scaled low-precision inputs of the VFA paper's C16/C8/C4 configs.
-Every cast is an ``.astype`` through ml_dtypes / NumPy (round to nearest, ties to
-even); scale arithmetic is float32; nothing is rounded by hand.
+``quantize`` is the reference: every cast an ``.astype`` through ml_dtypes / NumPy (round
+to nearest, ties to even), scale arithmetic in float32. ``quantize_values`` is what the
+engine calls: the same values and counts, bit for bit, from float32 arithmetic alone
+(``round_nearest_even``) where the format allows, else from ``quantize``; the tests
+compare the two on edge values.
 
 Scalings:
 - ``none``: ``x.astype(format)``, exactly ml_dtypes' cast. Out-of-range values become
@@ -149,6 +152,103 @@ def overflow_mask(y: np.ndarray, dtype: str) -> np.ndarray:
     mag = np.abs(y.astype(np.float64))
     beyond = (mag >= threshold) if tie_up else (mag > threshold)
     return beyond & np.isfinite(mag)
+
+
+def grid(dtype: str) -> tuple[int, int, int]:
+    """(mantissa bits, smallest normal exponent, largest exponent) of a matmul input format."""
+    info = ml_dtypes.finfo(format_dtype(dtype))
+    return int(info.nmant), int(np.log2(float(info.smallest_normal))), emax(dtype)
+
+
+_EXPONENT_BITS, _SIGN_BIT = np.int32(0x7F800000), np.int32(-(2**31))
+
+
+def round_nearest_even(x: np.ndarray, mant_bits: int, emin: int, emax_: int) -> np.ndarray:
+    """float32 ``x`` rounded to nearest, ties to even, on a binary format's grid; -0 kept.
+
+    The grid: ``mant_bits`` fraction bits, normal exponents from ``emin``, subnormal
+    spacing 2**(emin - mant_bits) below. Adding C = 1.5 · 2**(e + 23 - mant_bits), e being
+    x's exponent held within [emin, emax_ + 1], puts the float32 sum's last bit at one
+    step of that grid, so float32's own rounding rounds x, and subtracting C is exact.
+    Magnitudes past the top binade stay (near) where they are: overflow is the caller's.
+    NaN stays NaN (payload not as a cast would leave it).
+    """
+    if emax_ + 24 - mant_bits > 127:
+        raise VfasimError(f"cannot round to {mant_bits} mantissa bits up to 2**{emax_} within float32")
+    x = np.asarray(x, dtype=np.float32)
+    c = np.bitwise_and(x.view(np.int32), _EXPONENT_BITS, out=np.empty(x.shape, np.int32))
+    np.clip(c, np.int32((emin + 127) << 23), np.int32((emax_ + 128) << 23), out=c)
+    c += np.int32(((23 - mant_bits) << 23) | 0x400000)
+    out = np.empty_like(x)
+    with np.errstate(invalid="ignore"):  # a signalling NaN
+        np.add(x, c.view(np.float32), out=out)
+    np.subtract(out, c.view(np.float32), out=out)
+    np.bitwise_and(x.view(np.int32), _SIGN_BIT, out=c)
+    np.bitwise_or(out.view(np.int32), c, out=out.view(np.int32))
+    return out
+
+
+def quantize_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1) -> tuple[np.ndarray, int, int]:
+    """``quantize``'s (values, overflow, underflow), bit for bit, without the codes and scales.
+
+    Rounds in float32 (``round_nearest_even``) when ``dtype`` fits float32's exponent range,
+    the input is finite, blocks tile ``axis`` and no unscaled value overflows (a cast to
+    inf or NaN); otherwise it is ``quantize`` itself.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    if not _fast_ok(x, dtype, scaling, axis):
+        return _reference_values(x, dtype, scaling, axis)
+    if scaling.kind == "per_block":
+        return _fast_blocks(x, dtype, scaling, _norm_axis(axis, x.ndim))
+    scale = np.float32(1)
+    if scaling.kind == "per_tensor":
+        amax = np.max(np.abs(x), initial=np.float32(0)).reshape((1,) * x.ndim)
+        scale = _scale_from_amax(amax, amax.max(), dtype, scaling.scale_dtype)
+    out = _fast_scaled(x, scale, dtype, saturate=scaling.kind != "none")
+    return out if out is not None else _reference_values(x, dtype, scaling, axis)
+
+
+def _reference_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> tuple[np.ndarray, int, int]:
+    res = quantize(x, dtype, scaling, axis)
+    return res.values, res.overflow, res.underflow
+
+
+def _fast_ok(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> bool:
+    if dtype not in FORMATS or grid(dtype)[2] + 24 - grid(dtype)[0] > 127 or x.ndim == 0:
+        return False
+    if scaling.kind == "per_block" and x.shape[_norm_axis(axis, x.ndim)] % scaling.block:
+        return False
+    return bool(np.isfinite(x).all())
+
+
+def _fast_blocks(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> tuple[np.ndarray, int, int]:
+    xl = np.moveaxis(x, axis, -1)
+    blocks = xl.reshape(xl.shape[:-1] + (xl.shape[-1] // scaling.block, scaling.block))
+    amax = np.abs(blocks).max(axis=-1)
+    scales = _scale_from_amax(amax, np.max(amax, initial=np.float32(0)), dtype, scaling.scale_dtype)
+    values, over, under = _fast_scaled(blocks, scales[..., None], dtype, saturate=True)
+    return np.moveaxis(values.reshape(xl.shape), -1, axis), over, under
+
+
+def _fast_scaled(x: np.ndarray, scale: np.ndarray | np.float32, dtype: str,
+                 saturate: bool) -> tuple[np.ndarray, int, int] | None:
+    """Round x / scale (zero where the scale is 0) and scale back; None if an unsaturated value overflows."""
+    if np.all(scale == 1):
+        y = x
+    else:
+        y = np.divide(x, scale, out=np.zeros(np.broadcast_shapes(x.shape, np.shape(scale)), np.float32),
+                      where=scale != 0)
+    r = round_nearest_even(y, *grid(dtype))
+    top, over = np.float32(max_finite(dtype)), 0
+    if not (r.max(initial=0) <= top and r.min(initial=0) >= -top):
+        if not saturate:
+            return None
+        over = int(np.count_nonzero(np.abs(r) > top))
+        np.clip(r, -top, top, out=r)
+    under = int(np.count_nonzero(r == 0) - np.count_nonzero(x == 0))
+    if y is not x:
+        np.multiply(r, scale, out=r)
+    return r, over, under
 
 
 def quantize(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1) -> QuantResult:

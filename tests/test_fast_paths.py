@@ -1,0 +1,161 @@
+"""Fast paths against their references, bit for bit: float32 rounding vs the ml_dtypes / NumPy casts.
+
+Inputs are every value of each format, the midpoints between neighbours (the ties) and
+the float32 numbers just either side of them, subnormals, ±0, ±inf, NaN, values near and
+beyond the largest finite one, and scaled random blocks.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from vfasim.functional import quant
+from vfasim.functional.precision import Precision, round_float16
+from vfasim.functional.quant import FORMATS, MXFP4, NVFP4, Scaling, quantize, quantize_values, round_nearest_even
+
+FAST = [name for name in FORMATS if name != "bfloat16"]  # bfloat16's range is float32's: reference path
+SCALINGS = {"none": Scaling("none"), "per_tensor": Scaling("per_tensor"), "mxfp4": MXFP4, "nvfp4": NVFP4,
+            "mx": Scaling("per_block", 32, "e8m0")}
+
+
+def bits32(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, np.float32).view(np.uint32)
+
+
+def format_values(name: str) -> np.ndarray:
+    """Every finite value of the format, as float32, sorted, -0 and +0 both kept."""
+    dt, nbytes = FORMATS[name], FORMATS[name].itemsize
+    codes = np.arange(2 ** (8 * nbytes), dtype=np.uint16 if nbytes == 2 else np.uint8)
+    if name == "float4_e2m1":
+        codes = codes[:16]
+    values = codes.view(dt) if name != "float4_e2m1" else codes.astype(np.uint8).view(dt)
+    f = values.astype(np.float32)
+    return np.sort(f[np.isfinite(f)])
+
+
+def probe(name: str) -> np.ndarray:
+    """Values of the format, their midpoints, a float32 step either side of each, and specials."""
+    v = np.unique(format_values(name))
+    mid = ((v[:-1].astype(np.float64) + v[1:]) / 2).astype(np.float32)
+    top = np.float32(quant.max_finite(name))
+    with np.errstate(over="ignore"):
+        beyond = np.array([top * 1.0625, top * 1.5, top * 4, 1e30, 3e38], np.float32)
+    pts = np.concatenate([v, mid, beyond, -beyond, [0.0, -0.0, 1e-45, -1e-45, 1e-39, -1e-39]]).astype(np.float32)
+    around = np.concatenate([np.nextafter(pts, np.float32(np.inf)), np.nextafter(pts, np.float32(-np.inf))])
+    return np.concatenate([pts, around]).astype(np.float32)
+
+
+def cast(x: np.ndarray, name: str) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x.astype(FORMATS[name]).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_grid_rounding_is_the_cast_within_range(name):
+    x = probe(name)
+    top = np.float32(quant.max_finite(name))
+    got, want = round_nearest_even(x, *quant.grid(name)), cast(x, name)
+    beyond = quant.overflow_mask(x, name)  # the caller decides these: inf, NaN or saturation
+    inside = np.isfinite(x) & ~beyond
+    assert inside.sum() > 100 and beyond.sum() > 4
+    np.testing.assert_array_equal(bits32(got)[inside], bits32(want)[inside])
+    assert np.all(np.abs(got[beyond]) > top)  # overflow stays recognisable as overflow
+
+
+def test_round_float16_is_numpys_cast_on_edges_and_specials():
+    x = np.concatenate([probe("float16"), np.array([np.inf, -np.inf, np.nan, -np.nan, 65519.99, 65520, -65520,
+                                                    65504, -65504], np.float32)])
+    nan_payload = np.array([0x7FC00001, 0xFFC02000, 0x7F800001, 0x7FA00000], np.uint32).view(np.float32)
+    x = np.concatenate([x, nan_payload, np.zeros(0, np.float32)])
+    np.testing.assert_array_equal(bits32(round_float16(x)), bits32(cast(x, "float16")))
+    assert bits32(round_float16(np.float32(-0.0))) == bits32(np.float32(-0.0))  # a 0-d input works too
+
+
+def test_round_float16_on_random_data_of_every_magnitude():
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(300_000) * np.exp2(rng.uniform(-150, 20, 300_000))).astype(np.float32)
+    np.testing.assert_array_equal(bits32(round_float16(x)), bits32(cast(x, "float16")))
+
+
+def assert_same_values(x: np.ndarray, name: str, scaling: Scaling, axis: int = -1) -> None:
+    ref = quantize(x, name, scaling, axis=axis)
+    values, over, under = quantize_values(x, name, scaling, axis=axis)
+    nan = np.isnan(ref.values)
+    np.testing.assert_array_equal(np.isnan(values), nan)
+    np.testing.assert_array_equal(bits32(values)[~nan], bits32(ref.values)[~nan])
+    assert (over, under) == (ref.overflow, ref.underflow)
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_unscaled_values_and_counts_are_quantizes(name):
+    x = probe(name)
+    x = x[np.abs(x) < 3e38] if name == "bfloat16" else x  # bfloat16 rounds float32's max up past it
+    assert_same_values(x, name, Scaling("none"))  # overflows: the reference path, except e2m1's saturation
+    assert_same_values(x[~quant.overflow_mask(x, name)], name, Scaling("none"))
+    assert_same_values(np.array([1.0, np.inf, -np.inf], np.float32), name, Scaling("none"))  # reference path
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_in_range_inputs_take_the_fast_path(name, monkeypatch):
+    x = probe(name)
+    x = x[~quant.overflow_mask(x, name)]
+    monkeypatch.setattr(quant, "quantize", None)  # any use of the reference would fail
+    quantize_values(x, name, Scaling("none"))
+    quantize_values(np.resize(x, (8, 64)), name, Scaling("per_block", 32, "e8m0"))
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+@pytest.mark.parametrize("rule", list(SCALINGS))
+@pytest.mark.parametrize("axis", [-1, -2])
+def test_scaled_values_and_counts_are_quantizes(name, rule, axis):
+    if rule == "nvfp4" and quant.max_finite(name) * 448 > float(np.finfo(np.float32).max):
+        pytest.skip("NVFP4's two-level scale needs 448 * max within float32")
+    rng = np.random.default_rng(11)
+    x = probe(name)
+    x = x[np.abs(x) <= 1e30][:4096]
+    x = np.resize(x, (4, 32, 64)) * np.exp2(rng.integers(-20, 20, (4, 32, 1))).astype(np.float32)
+    x[0, :, :32] = 0  # an all-zero block
+    x[1, 3] = -0.0
+    x[2, 5, :8] = 1e-42  # float32 subnormals
+    assert_same_values(x, name, SCALINGS[rule], axis)
+
+
+def test_mxfp4_on_attention_like_p_and_blocks_that_saturate():
+    rng = np.random.default_rng(3)
+    p = np.exp(np.minimum(rng.standard_normal((16, 64, 128)) * 4 - 6, 0)).astype(np.float32)
+    for x in (p, (rng.integers(-28, 29, (16, 64, 128)) / 4).astype(np.float32)):  # e2m1 ties, and 7 = 8·7/8
+        for axis in (-1, -2):
+            assert_same_values(x, "float4_e2m1", MXFP4, axis)
+
+
+def test_fast_paths_refuse_what_the_reference_refuses():
+    for scaling in (Scaling("none"), MXFP4):
+        with pytest.raises(Exception, match="NaN"):
+            quantize_values(np.array([1.0, np.nan] * 16, np.float32), "float4_e2m1", scaling)
+    with pytest.raises(Exception, match="inf"):
+        quantize_values(np.array([1.0, np.inf] * 16, np.float32), "float4_e2m1", MXFP4)
+
+
+def test_partial_blocks_use_the_reference():
+    x = np.linspace(-3, 3, 40, dtype=np.float32)
+    assert_same_values(x, "float4_e2m1", MXFP4)
+
+
+@pytest.mark.parametrize("matmul, vector, scaling, block", [
+    ("float16", "float32", "none", None), ("float8_e4m3", "float16", "per_tensor", None),
+    ("float4_e2m1", "float16", "per_block", "mxfp4"), ("float4_e2m1", "float32", "per_block", "nvfp4")])
+def test_precision_to_matmul_is_the_reference_quantiser(matmul, vector, scaling, block):
+    rng = np.random.default_rng(2)
+    prec = Precision(matmul=matmul, vector=vector, block_scale=block,
+                     scaling={o: scaling for o in ("q", "k", "v", "p")})
+    x = rng.standard_normal((3, 64, 64)).astype(np.float32) * 5
+    values, over, under = prec.to_matmul(x, "q", -1)
+    if scaling == "none":
+        want = quantize(x, matmul, Scaling("none"))
+    else:
+        want = quantize(x, matmul, prec.rule("q"))
+    np.testing.assert_array_equal(bits32(values), bits32(want.values))
+    assert (over, under) == (want.overflow, want.underflow)
+    assert ml_dtypes.finfo(FORMATS[matmul]).bits <= 16
