@@ -159,3 +159,20 @@ def test_precision_to_matmul_is_the_reference_quantiser(matmul, vector, scaling,
     np.testing.assert_array_equal(bits32(values), bits32(want.values))
     assert (over, under) == (want.overflow, want.underflow)
     assert ml_dtypes.finfo(FORMATS[matmul]).bits <= 16
+
+
+@pytest.mark.parametrize("n, kv_len", [(300, 300), (70, 600), (600, 600)])
+def test_oracle_reads_only_visible_keys_and_rows_on_request(n, kv_len):
+    from vfasim.functional import reference_attention
+
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((2, n, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((1, kv_len, 16)).astype(np.float32) for _ in range(2))
+    s = np.einsum("hnd,kd->hnk", q.astype(np.float64), k[0].astype(np.float64)) / 4
+    s[:, np.arange(kv_len)[None, :] > np.arange(n)[:, None] + (kv_len - n)] = -np.inf  # dense, masked
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    dense = p @ v[0].astype(np.float64) / p.sum(axis=2, keepdims=True)
+    full = reference_attention(q, k, v, True)
+    np.testing.assert_allclose(full, dense, rtol=1e-12, atol=1e-14)
+    rows = np.array([0, 1, n // 2, n - 1])
+    np.testing.assert_allclose(reference_attention(q, k, v, True, rows), full[:, rows], rtol=1e-12, atol=1e-14)

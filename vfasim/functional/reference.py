@@ -1,7 +1,11 @@
 """The float64 oracle: exact softmax(Q Kᵀ / sqrt(d)) V, computed a stripe of query rows at a time.
 
 Assumptions: inputs are used as given (no matmul-format rounding); masking
-follows the same right-aligned causal convention as ``Tiling``.
+follows the same right-aligned causal convention as ``Tiling``. Under a causal
+mask a stripe reads only the keys its last row can see (the others weigh exactly
+0; leaving them out moves results by float64 rounding, ~1e-16 relative). A subset
+of rows agrees with the whole to the same rounding (BLAS may block a shorter
+stripe differently), not bit for bit.
 """
 
 from __future__ import annotations
@@ -12,24 +16,32 @@ import numpy as np
 CHUNK = 256
 
 
-def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:
-    """Q [H, N, d], K/V [Hkv, Nk, d] -> O [H, N, d] in float64."""
+def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool,
+                        rows: np.ndarray | None = None) -> np.ndarray:
+    """Q [H, N, d], K/V [Hkv, Nk, d] -> O [H, N, d] in float64.
+
+    With ``rows`` (sorted query row indices) only those rows: O [H, len(rows), d].
+    """
     heads, n, d = q.shape
-    group = heads // k.shape[0]
-    out = np.empty((heads, n, d), dtype=np.float64)
+    kv_len, group = k.shape[1], heads // k.shape[0]
+    rows = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
+    out = np.empty((heads, rows.size, d), dtype=np.float64)
     for h in range(heads):
         kh = k[h // group].astype(np.float64)
         vh = v[h // group].astype(np.float64)
         for start in range(0, n, CHUNK):
-            rows = q[h, start:start + CHUNK].astype(np.float64)
-            out[h, start:start + CHUNK] = _stripe(rows, kh, vh, start, causal, n)
+            lo, hi = np.searchsorted(rows, [start, start + CHUNK])
+            if lo == hi:
+                continue
+            positions = rows[lo:hi] + (kv_len - n)
+            keys = min(start + CHUNK, n) + (kv_len - n) if causal else kv_len  # visible to the stripe's last row
+            out[h, lo:hi] = _stripe(q[h, rows[lo:hi]].astype(np.float64), kh[:keys], vh[:keys], positions, causal)
     return out
 
 
-def _stripe(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, causal: bool, n: int) -> np.ndarray:
+def _stripe(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray, causal: bool) -> np.ndarray:
     s = (q @ k.T) / np.sqrt(q.shape[1])
     if causal:
-        qpos = np.arange(start, start + q.shape[0]) + (k.shape[0] - n)
-        s[np.arange(k.shape[0])[None, :] > qpos[:, None]] = -np.inf
+        s[np.arange(k.shape[0])[None, :] > positions[:, None]] = -np.inf
     p = np.exp(s - s.max(axis=1, keepdims=True))
     return (p @ v) / p.sum(axis=1, keepdims=True)
