@@ -176,3 +176,21 @@ def test_oracle_reads_only_visible_keys_and_rows_on_request(n, kv_len):
     np.testing.assert_allclose(full, dense, rtol=1e-12, atol=1e-14)
     rows = np.array([0, 1, n // 2, n - 1])
     np.testing.assert_allclose(reference_attention(q, k, v, True, rows), full[:, rows], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("algo", ["fa2", "vfa", "blasst_rowskip"])
+def test_step_batches_change_neither_numbers_nor_trace(algo, monkeypatch):
+    from vfasim.functional import Tiling, run_engine
+    from vfasim.functional import engine
+    from vfasim.workloads import make_workload
+
+    wl = make_workload("llm-like", 384, 32, 2, 0, 1)
+    tiling = Tiling(384, 384, 32, 32, 32, True, 2, 1)
+    prec = Precision(matmul="float4_e2m1", vector="float16", block_scale="mxfp4",
+                     scaling={o: "per_block" for o in ("q", "k", "v", "p")})
+    whole = run_engine(wl.q, wl.k, wl.v, tiling, algo, prec, lam=0.05)
+    monkeypatch.setattr(engine, "STEP_BYTES", 3 * 32 * 32 * 4)  # three rows a batch
+    batched = run_engine(wl.q, wl.k, wl.v, tiling, algo, prec, lam=0.05)
+    assert batched.trace.digest() == whole.trace.digest()
+    np.testing.assert_array_equal(batched.out.view(np.uint16), whole.out.view(np.uint16))
+    assert batched.counts == whole.counts

@@ -31,6 +31,9 @@ from vfasim.functional.stages import SOFTWARE_PIPELINE
 from vfasim.functional.tiling import Tiling
 from vfasim.trace import Trace, TraceBuilder
 
+#: bytes of one score array of a step batch (rows × Bq × Bc float32): ~ a core's L2 cache
+STEP_BYTES = 1 << 21
+
 
 @dataclass(frozen=True)
 class EngineResult:
@@ -187,9 +190,17 @@ class _Loop:
 
     # ---- one step of the key-block loop ------------------------------------------------
     def step(self, s: int) -> None:
+        """Key-block step ``s`` for every row that has one, a bounded batch of rows at a time.
+
+        Rows are independent and the trace orders ops by (row, step, kind), so batching
+        changes neither numbers nor trace; it keeps the working set cache-sized and flat in N.
+        """
         act = np.flatnonzero(self.order[:, s] >= 0)
-        if act.size == 0:
-            return
+        batch = max(1, STEP_BYTES // (self.t.block_q * self.t.block_k * 4))
+        for start in range(0, act.size, batch):
+            self._step_rows(act[start:start + batch], s)
+
+    def _step_rows(self, act: np.ndarray, s: int) -> None:
         kb, slot = self.order[act, s], s + 1
         scores, ops = self._scores(act, kb, slot)
         tile_max = scores.max(axis=2)
