@@ -233,7 +233,7 @@ class _Loop:
         with np.errstate(over="ignore"):
             scores = self.vr(self.vr(raw) * self.scale)
         overflowed = np.isinf(scores)
-        self.counts.flows["score_overflow"] += int(np.sum(overflowed))
+        self.counts.flows["score_overflow"] += int(np.count_nonzero(overflowed))
         self.flags[act] |= np.where(overflowed.any(axis=2), np.uint8(ROW_FLAGS["score_overflow"]), np.uint8(0))
         moved = tb.emit("move_s", act, slot, t.block_q * t.block_k * 4, "float32", deps=(qk,), kblock=kb)
         score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(moved,), kblock=kb)
@@ -314,13 +314,13 @@ class _Loop:
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
             pv = sr(np.matmul(p_mm, self.vb[self.kv_head[rows], kb]))
             o_new = sr(sr(alpha[:, :, None] * self.o[rows]) + pv)
-        flows["exp_underflow"] += int(np.sum((p == 0) & np.isfinite(scores)))
+        flows["exp_underflow"] += int(np.count_nonzero((p == 0) & np.isfinite(scores)))
         flows["cast_p_underflow"] += p_under
         flows["cast_p_overflow"] += p_over
-        flows["exp_overflow"] += int(np.sum(np.isinf(p)))
+        flows["exp_overflow"] += int(np.count_nonzero(np.isinf(p)))
         self._flag_rows(rows, p, p_mm, l_new)
         flows["l_overflow"] += int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows])))
-        flows["o_overflow"] += int(np.sum(np.isinf(o_new) & np.isfinite(self.o[rows])))
+        flows["o_overflow"] += int(np.count_nonzero(np.isinf(o_new) & np.isfinite(self.o[rows])))
         self.l[rows], self.o[rows], self.m[rows] = l_new, o_new, m_new
         self._emit_update(rows, kb, slot, rescales, ops)
 

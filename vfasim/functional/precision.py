@@ -97,7 +97,8 @@ class Precision:
             return x.astype(np.float32, copy=False), 0, 0
         if self.scaling[operand] == "none" and self.matmul == "float16":
             out = round_float16(x)
-            return out, int(np.sum(np.isinf(out) & np.isfinite(x))), int(np.sum((out == 0) & (x != 0)))
+            over = int(np.count_nonzero(np.isinf(out) & np.isfinite(x)))
+            return out, over, int(np.count_nonzero((out == 0) & (x != 0)))
         bad = ~np.isfinite(x)
         if bad.any():  # an upstream overflow: scale the rest, keep the damage visible as NaN
             values, over, under = self.to_matmul(np.where(bad, np.float32(0), x), operand, axis)
@@ -158,7 +159,7 @@ def round_float16(x: np.ndarray) -> np.ndarray:
     from the cast. The tests compare this with the cast on edge values and random data.
     """
     x = np.asarray(x, dtype=np.float32)
-    out = quant.round_nearest_even(x, *quant.grid("float16"))
+    out = quant.round_nearest_even(x, *quant.grid("float16")[:2])  # past 2**114: NaN, fixed below
     if not (out.max(initial=0) <= FP16_MAX and out.min(initial=0) >= -FP16_MAX):  # also when NaN
         odd = ~(np.abs(out) <= FP16_MAX)
         with np.errstate(over="ignore"):

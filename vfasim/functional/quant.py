@@ -163,29 +163,31 @@ def grid(dtype: str) -> tuple[int, int, int]:
 _EXPONENT_BITS, _SIGN_BIT = np.int32(0x7F800000), np.int32(-(2**31))
 
 
-def round_nearest_even(x: np.ndarray, mant_bits: int, emin: int, emax_: int) -> np.ndarray:
+def round_nearest_even(x: np.ndarray, mant_bits: int, emin: int, emax_: int | None = None) -> np.ndarray:
     """float32 ``x`` rounded to nearest, ties to even, on a binary format's grid; -0 kept.
 
     The grid: ``mant_bits`` fraction bits, normal exponents from ``emin``, subnormal
     spacing 2**(emin - mant_bits) below. Adding C = 1.5 · 2**(e + 23 - mant_bits), e being
-    x's exponent held within [emin, emax_ + 1], puts the float32 sum's last bit at one
-    step of that grid, so float32's own rounding rounds x, and subtracting C is exact.
-    Magnitudes past the top binade stay (near) where they are: overflow is the caller's.
-    NaN stays NaN (payload not as a cast would leave it).
+    x's exponent (at least ``emin``), puts the float32 sum's last bit at one step of that
+    grid, so float32's own rounding rounds x, and subtracting C is exact. With ``emax_``,
+    e is also held at most ``emax_`` + 1, so magnitudes past the top binade stay (near)
+    where they are; without it, those past 2**(104 + mant_bits) become NaN. Overflow
+    is the caller's. NaN stays NaN (payload not as a cast would leave it).
     """
-    if emax_ + 24 - mant_bits > 127:
-        raise VfasimError(f"cannot round to {mant_bits} mantissa bits up to 2**{emax_} within float32")
     x = np.asarray(x, dtype=np.float32)
     c = np.bitwise_and(x.view(np.int32), _EXPONENT_BITS, out=np.empty(x.shape, np.int32))
-    np.clip(c, np.int32((emin + 127) << 23), np.int32((emax_ + 128) << 23), out=c)
+    if emax_ is None:
+        np.maximum(c, np.int32((emin + 127) << 23), out=c)
+    else:
+        if emax_ + 24 - mant_bits > 127:
+            raise VfasimError(f"cannot round to {mant_bits} mantissa bits up to 2**{emax_} within float32")
+        np.clip(c, np.int32((emin + 127) << 23), np.int32((emax_ + 128) << 23), out=c)
     c += np.int32(((23 - mant_bits) << 23) | 0x400000)
     out = np.empty_like(x)
-    with np.errstate(invalid="ignore"):  # a signalling NaN
+    with np.errstate(invalid="ignore"):  # a signalling NaN, or inf - inf past the range
         np.add(x, c.view(np.float32), out=out)
-    np.subtract(out, c.view(np.float32), out=out)
-    np.bitwise_and(x.view(np.int32), _SIGN_BIT, out=c)
-    np.bitwise_or(out.view(np.int32), c, out=out.view(np.int32))
-    return out
+        np.subtract(out, c.view(np.float32), out=out)
+    return np.copysign(out, x, out=out)
 
 
 def quantize_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1) -> tuple[np.ndarray, int, int]:
@@ -224,10 +226,15 @@ def _fast_ok(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> bool:
 def _fast_blocks(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> tuple[np.ndarray, int, int]:
     xl = np.moveaxis(x, axis, -1)
     blocks = xl.reshape(xl.shape[:-1] + (xl.shape[-1] // scaling.block, scaling.block))
-    amax = np.abs(blocks).max(axis=-1)
+    amax = _block_absmax(blocks)
     scales = _scale_from_amax(amax, np.max(amax, initial=np.float32(0)), dtype, scaling.scale_dtype)
     values, over, under = _fast_scaled(blocks, scales[..., None], dtype, saturate=True)
     return np.moveaxis(values.reshape(xl.shape), -1, axis), over, under
+
+
+def _block_absmax(blocks: np.ndarray) -> np.ndarray:
+    """max |x| over the last axis of finite ``blocks``, reduced on the bits (|x| orders as its bits do)."""
+    return (blocks.view(np.int32) & np.int32(0x7FFFFFFF)).max(axis=-1).view(np.float32)
 
 
 def _fast_scaled(x: np.ndarray, scale: np.ndarray | np.float32, dtype: str,
@@ -235,6 +242,8 @@ def _fast_scaled(x: np.ndarray, scale: np.ndarray | np.float32, dtype: str,
     """Round x / scale (zero where the scale is 0) and scale back; None if an unsaturated value overflows."""
     if np.all(scale == 1):
         y = x
+    elif np.all(scale != 0):
+        y = x / scale
     else:
         y = np.divide(x, scale, out=np.zeros(np.broadcast_shapes(x.shape, np.shape(scale)), np.float32),
                       where=scale != 0)
