@@ -77,12 +77,14 @@ class _Counts:
 def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str | Policy,
                precision: Precision = Precision(), lam: float = 1e-3, *,
                thresholds: np.ndarray | None = None, decode: bool = False,
-               progress: bool = False) -> EngineResult:
+               progress: bool = False, rows: np.ndarray | None = None) -> EngineResult:
     """Run ``algo`` on Q [H, N, d], K/V [Hkv, Nk, d]; return output, diagnostics and trace.
 
     ``thresholds`` [rows] are BSFA's calibrated block-max thresholds; ``decode`` marks a
     decode step (key summaries are maintained incrementally); ``progress`` shows a bar
-    over the key-block steps on stderr.
+    over the key-block steps on stderr. ``rows`` (engine rows, head × n_qblocks + query
+    block) limits the key-block loop to those rows: the others' outputs are NaN and their
+    trace holds no tile ops (a checking aid, not a run to time).
     """
     policy = algo if isinstance(algo, Policy) else policy_for(algo)
     if policy.skip in ("block", "row") and not 0.0 < lam < 1.0:
@@ -92,6 +94,8 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     # Tile-sized matmuls gain nothing from BLAS threads, and oversubscribed threads spin.
     with threadpool_limits(limits=1, user_api="blas"):
         loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode)
+        if rows is not None:
+            loop.order[np.setdiff1d(np.arange(tiling.n_rows), rows)] = -1
         loop.prelude()
         for step in tqdm(range(tiling.n_kblocks), disable=not progress, desc="engine", unit="step"):
             loop.step(step)

@@ -82,7 +82,7 @@ def _source(name_or_path: str, folder: Path | None = None) -> tuple[str, str, st
 
 def _read_yaml(text: str, origin: str) -> dict:
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where else ""
