@@ -16,6 +16,7 @@ from vfasim.api import Options, run, sensitivity_table
 from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import ALGORITHMS
 from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES
+from vfasim.functional.sampling import FULL_LIMIT, MODES
 from vfasim.hw import builtin_names, load_hw
 from vfasim.outputs import check_folder_target
 from vfasim.report import format_hw, format_run, to_json
@@ -42,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--check", action="store_true",
                        help=f"exit with status {EXIT_BROKEN} when the numerics verdict is broken (for scripts and CI)")
     _add_chip(run_p)
+    run_p.add_argument("--numerics", choices=MODES, default=None,
+                       help="check the output against the float64 oracle and fa2 on every query row (full), "
+                            "on a stated subset of query blocks (sample) or not at all (off); default: full "
+                            f"up to {FULL_LIMIT:,} score entries (heads x seq x kv), else sample")
     sens = sub.add_parser("sensitivity", help="latency change when each hardware parameter is scaled")
     _add_run(sens)
     sens.add_argument("--factors", type=float, nargs="+", default=[2.0, 0.5],
@@ -212,8 +217,12 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
     progress = not args.quiet and sys.stderr.isatty()
     result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
                  progress=progress, batch=args.batch, kernel_style=args.kernel_style, dispatch=args.dispatch,
-                 numerics_heads=args.numerics_heads, **shape)
+                 numerics_heads=args.numerics_heads, numerics=args.numerics,
+                 **shape)
     doc = result.to_dict()
+    if args.numerics is None and doc["numerics"].get("numerics_mode") == "sample":
+        print(f"note: numerics checked on {len(doc['numerics']['sampled_query_blocks'])} sampled query blocks "
+              f"(more than {FULL_LIMIT:,} score entries); --numerics full checks every row", file=sys.stderr)
     broken = args.check and doc["numerics"].get("verdict") == "broken"
     return (to_json(doc) if args.json else format_run(doc)), EXIT_BROKEN if broken else 0
 

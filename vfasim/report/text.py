@@ -48,11 +48,7 @@ def format_run(doc: dict) -> str:
         *(f"{k:<16}{v:>12,}" for k, v in sorted(doc["ops"].items(), key=lambda kv: -kv[1])),
         "",
         f"numerics ({num['matmul_dtype']} matmul inputs, {num['vector_dtype']} vector side)",
-        *format_verdict(num),
-        f"  rel err vs fp64 {num['rel_err_vs_fp64']:.3e} (fa2 {num['fa2_rel_err_vs_fp64']:.3e})   "
-        f"max abs err {num['max_abs_err_vs_fp64']:.3e}" + _finite_note(num),
-        f"  bit-identical vs fa2 {num['bit_identical_vs_fa2']:.1%}   max ULP "
-        + (f"{num['max_ulp_vs_fa2']:,}" if num["max_ulp_vs_fa2"] is not None else "n/a (non-finite)"),
+        *_checked_lines(num),
         f"  NaN {num['nan_count']}  Inf {num['inf_count']}   rows with frozen max below true "
         f"{num['frozen_max_below_true_rows']:.2%} (largest gap {num['frozen_max_largest_gap']:.3g})",
         f"  skipped blocks {num['skipped_block_fraction']:.1%}   skipped rows "
@@ -81,6 +77,24 @@ def _finite_note(num: dict) -> str:
         return ""
     return (f"   non-finite {num['nonfinite_fraction']:.2%} of outputs "
             f"(rel err over the finite ones {num['rel_err_finite_only']:.3e})")
+
+
+def _checked_lines(num: dict) -> list[str]:
+    """The verdict and the comparisons with the oracle and fa2, and which query rows they cover."""
+    mode = num.get("numerics_mode", "full")
+    if mode == "off":
+        return ["  not compared with the float64 oracle or fa2 (--numerics off): no verdict"]
+    lines = [
+        *format_verdict(num),
+        f"  rel err vs fp64 {num['rel_err_vs_fp64']:.3e} (fa2 {num['fa2_rel_err_vs_fp64']:.3e})   "
+        f"max abs err {num['max_abs_err_vs_fp64']:.3e}" + _finite_note(num),
+        f"  bit-identical vs fa2 {num['bit_identical_vs_fa2']:.1%}   max ULP "
+        + (f"{num['max_ulp_vs_fa2']:,}" if num["max_ulp_vs_fa2"] is not None else "n/a (non-finite)")]
+    if mode == "sample":
+        blocks = num["sampled_query_blocks"]
+        lines.insert(0, f"  sampled: query blocks {', '.join(map(str, blocks))} ({num['sampled_rows']:,} rows "
+                        "checked); NaN/Inf and frozen-max figures over every row")
+    return lines
 
 
 def format_hw(config: HardwareConfig) -> str:
