@@ -41,7 +41,7 @@ def test_two_set_axes_give_their_cartesian_product(tmp_path, capsys):
     assert {"hw", "algo", "latency_cycles", "bottleneck", "bottleneck_role", "share_tensor", "share_vector",
             "share_exp", "speedup", "cube_busy_cycles", "exp_utilization", "rel_err_vs_fp64"} <= set(frame)
     assert len(set(frame["hw_digest"])) == 4  # each point ran its own config
-    assert "4 computed, 0 reused" in out
+    assert "4 computed (numerics computed 1 time, reused for 3 more points), 0 reused" in out
 
 
 def test_run_option_axes_set_run_keywords():
@@ -89,8 +89,8 @@ def test_bad_path_or_value_is_one_line_error_and_writes_nothing(tmp_path, capsys
 
 def test_resume_computes_only_the_missing_points(tmp_path, monkeypatch):
     calls = []
-    real = sweep.run_point
-    monkeypatch.setattr(sweep, "run_point", lambda *a: calls.append(a) or real(*a))
+    real = sweep.run_group
+    monkeypatch.setattr(sweep, "run_group", lambda docs, algo, kws: calls.extend(kws) or real(docs, algo, kws))
     points = make_points(["C4V16"], ["fa2", "vfa"], [Axis("exp_scale", (0.5, 1, 2))], SMALL)
 
     first = run_sweep(points, tmp_path / "resumed", jobs=1, max_points=2)  # "killed" after 2 points
@@ -101,7 +101,7 @@ def test_resume_computes_only_the_missing_points(tmp_path, monkeypatch):
     calls.clear()
     second = run_sweep(points, tmp_path / "resumed", jobs=1)
     assert (second.computed, second.reused, len(calls), second.complete) == (4, 2, 4, True)
-    assert {c[2]["seq_len"] for c in calls} == {256}
+    assert {kw["seq_len"] for kw in calls} == {256}
     fresh = run_sweep(points, tmp_path / "fresh", jobs=1)
     pd.testing.assert_frame_equal(results_frame(second), results_frame(fresh))
 
@@ -179,3 +179,22 @@ def test_exp_throughput_study_at_tiny_size(tmp_path, capsys):
     assert len(pd.read_csv(tmp_path / "results.csv")) == 11
     assert [c["claim_id"] for c in study.paper_claims()] == ["P7"]
     assert "P7" in capsys.readouterr().out
+
+
+def test_points_sharing_numerics_run_the_engine_once_and_match_single_runs(monkeypatch):
+    import vfasim
+    from vfasim import api
+
+    engine_runs = []
+    real = api.run_engine
+    monkeypatch.setattr(api, "run_engine", lambda *a, **k: engine_runs.append(k.get("rows")) or real(*a, **k))
+    points = make_points(["C4V16"], ["fa2", "vfa"], [Axis("exp_scale", (1, 4)), parse_set("precision.vector=float16,float32")],
+                         SMALL)
+    result = run_sweep(points, jobs=1)
+    assert (result.computed, result.functional_runs) == (8, 4)  # fa2/vfa x two vector formats
+    assert len(engine_runs) == 4 + 2  # and the fa2 baseline once for each vfa group
+    records = {json.dumps(r["inputs"], sort_keys=True): r["result"] for r in result.records}
+    for p in points:
+        alone = vfasim.run(sweep.HardwareConfig.model_validate(p.hw_doc), p.algo, **p.run_kwargs).to_dict()
+        got = records[json.dumps(p.inputs, sort_keys=True)]
+        assert {k: got[k] for k in alone} == json.loads(json.dumps(alone))

@@ -16,6 +16,9 @@ Assumptions:
   digest, the vfasim version and a digest of the model's source (every vfasim module but
   report/, cli.py and this one): editing a YAML file or the model recomputes its points.
 - Runs are deterministic, so a point computed by any executor or in any order is the same.
+- Points that differ only in hardware fields that leave the engine's precision alone (and in
+  the schedule) share one functional run: its numerics, trace, oracle and fa2 baseline are
+  computed once and its trace timed on each point's config.
 - A hardware path is deep-merged into the config as data (mappings merge, anything else
   replaces) and the result validated whole: a path can add a dtype rate but not skip a check.
 """
@@ -47,7 +50,7 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from vfasim import __version__
-from vfasim.api import Options, run
+from vfasim.api import Options, run, run_configs
 from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import policy_for
 from vfasim.hw import HardwareConfig, load_hw
@@ -94,6 +97,7 @@ class SweepResult:
     records: list[dict | None]  # journal record per point, None where not done yet
     computed: int
     reused: int
+    functional_runs: int = 0  # engine runs behind the computed points (one per group of shared numerics)
 
     @property
     def complete(self) -> bool:
@@ -252,11 +256,29 @@ def _check_options(algo: str, kwargs: dict) -> None:
 # -- running ------------------------------------------------------------------------------
 
 
-def run_point(hw_doc: dict, algo: str, run_kwargs: dict) -> dict:
-    """One point's result document, plus each pipeline's role (for the bottleneck's role)."""
-    config = HardwareConfig.model_validate(hw_doc)
-    result = run(config, algo, **run_kwargs).to_dict()
-    return {**result, "roles": {name: p.role for name, p in config.pipelines.items()}}
+def run_group(hw_docs: list[dict], algo: str, run_kwargs: list[dict]) -> list[dict]:
+    """Result documents (plus each pipeline's role) of points of one group (see ``group_key``).
+
+    The functional run is done once for the group and its trace timed on every point's config.
+    """
+    configs = [HardwareConfig.model_validate(doc) for doc in hw_docs]
+    shared = {k: v for k, v in run_kwargs[0].items() if k != "schedule"}
+    results = run_configs(configs, algo, schedules=[kw.get("schedule", "pipelined") for kw in run_kwargs], **shared)
+    return [{**r.to_dict(), "roles": {name: p.role for name, p in c.pipelines.items()}}
+            for r, c in zip(results, configs)]
+
+
+def group_key(point: Point) -> str:
+    """What fixes a point's functional run: algorithm, run options but the schedule, engine precision."""
+    kwargs = {k: v for k, v in point.run_kwargs.items() if k != "schedule"}
+    return json.dumps([point.algo, kwargs, point.hw_doc.get("precision")], sort_keys=True, default=str)
+
+
+def _groups(points: list[Point]) -> list[list[Point]]:
+    groups: dict[str, list[Point]] = {}
+    for p in points:
+        groups.setdefault(group_key(p), []).append(p)
+    return list(groups.values())
 
 
 def run_sweep(points: list[Point], out: str | Path | None = None, *, executor: str = "local",
@@ -280,31 +302,38 @@ def run_sweep(points: list[Point], out: str | Path | None = None, *, executor: s
     reused, computed = len(unique) - len(pending), 0
     with tqdm(total=len(unique), initial=reused, disable=not progress, unit="point", desc="sweep") as bar, \
             _journal_writer(journal) as append:
-        for point, doc in _compute(pending[:max_points], executor, jobs, scheduler):
-            done[point.key] = append({"key": point.key, "inputs": point.inputs, "result": doc})
-            computed += 1
-            bar.update(1)
-    return SweepResult(points, [done.get(p.key) for p in points], computed, reused)
+        groups = _groups(pending[:max_points])
+        for group, docs in _compute(groups, executor, jobs, scheduler):
+            for point, doc in zip(group, docs):
+                done[point.key] = append({"key": point.key, "inputs": point.inputs, "result": doc})
+            computed += len(group)
+            bar.update(len(group))
+    return SweepResult(points, [done.get(p.key) for p in points], computed, reused, len(groups))
 
 
-def _compute(pending: list[Point], executor: str, jobs: int | None, scheduler) -> Iterator[tuple[Point, dict]]:
-    if not pending:
+def _args(group: list[Point]) -> tuple:
+    return [p.hw_doc for p in group], group[0].algo, [p.run_kwargs for p in group]
+
+
+def _compute(groups: list[list[Point]], executor: str, jobs: int | None,
+             scheduler) -> Iterator[tuple[list[Point], list[dict]]]:
+    if not groups:
         return iter(())
     if executor == "dask":
-        return _on_dask(pending, scheduler)
-    jobs = min(jobs or os.cpu_count() or 1, len(pending))
-    return ((p, run_point(p.hw_doc, p.algo, p.run_kwargs)) for p in pending) if jobs == 1 else _on_pool(pending, jobs)
+        return _on_dask(groups, scheduler)
+    jobs = min(jobs or os.cpu_count() or 1, len(groups))
+    return ((g, run_group(*_args(g))) for g in groups) if jobs == 1 else _on_pool(groups, jobs)
 
 
-def _on_pool(pending: list[Point], jobs: int) -> Iterator[tuple[Point, dict]]:
+def _on_pool(groups: list[list[Point]], jobs: int) -> Iterator[tuple[list[Point], list[dict]]]:
     """Results as they finish; if abandoned (Ctrl-C, max_points), the workers are stopped at once."""
     before = set(multiprocessing.active_children())
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(),))
-    futures = {pool.submit(run_point, p.hw_doc, p.algo, p.run_kwargs): p for p in pending}
+    futures = {pool.submit(run_group, *_args(g)): i for i, g in enumerate(groups)}
     workers = set(multiprocessing.active_children()) - before
     try:
         for fut in as_completed(futures):
-            yield futures[fut], fut.result()
+            yield groups[futures[fut]], fut.result()
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         for worker in workers:
@@ -329,18 +358,17 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _on_dask(pending: list[Point], scheduler) -> Iterator[tuple[Point, dict]]:
+def _on_dask(groups: list[list[Point]], scheduler) -> Iterator[tuple[list[Point], list[dict]]]:
     from dask import distributed
 
     try:
         client = scheduler if isinstance(scheduler, distributed.Client) else distributed.Client(scheduler)
     except OSError as exc:
         raise VfasimError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
-    futures = {client.submit(run_point, p.hw_doc, p.algo, p.run_kwargs, key=f"vfasim-point-{p.key}"): p
-               for p in pending}
+    futures = {client.submit(run_group, *_args(g), key=f"vfasim-group-{g[0].key}"): i for i, g in enumerate(groups)}
     try:
         for fut in distributed.as_completed(futures):
-            yield futures[fut], fut.result()
+            yield groups[futures[fut]], fut.result()
     finally:
         client.cancel(list(futures))
         if client is not scheduler:
@@ -444,7 +472,10 @@ def sweep_command(args: argparse.Namespace) -> str:
     frame = results_frame(result)
     x = x_axis(points)
     written = write_sweep(frame, x, [c for c in points[0].inputs if c != x], Path(args.out)) if args.out else []
-    footer = f"{result.computed} computed, {result.reused} reused" + (f"; wrote {', '.join(map(str, written))}"
+    runs = result.functional_runs
+    shared = (f" (numerics computed {runs} time{'s' if runs != 1 else ''}, reused for "
+              f"{result.computed - runs} more points)") if result.computed else ""
+    footer = f"{result.computed} computed{shared}, {result.reused} reused" + (f"; wrote {', '.join(map(str, written))}"
                                                                        if written else "")
     return format_sweep(frame, list(points[0].inputs)) + "\n" + footer
 
