@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from threadpoolctl import threadpool_limits
-from tqdm import tqdm
 
 from vfasim.errors import VfasimError
 from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
@@ -97,7 +96,7 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
         if rows is not None:
             loop.order[np.setdiff1d(np.arange(tiling.n_rows), rows)] = -1
         loop.prelude()
-        for step in tqdm(range(tiling.n_kblocks), disable=not progress, desc="engine", unit="step"):
+        for step in _steps(tiling.n_kblocks, progress):
             loop.step(step)
         return loop.finish(algo if isinstance(algo, str) else "custom")
 
@@ -404,6 +403,15 @@ class _Loop:
             out=_unblock(out, t.heads, t.seq_len), rows=diag,
             used_max=_per_row(self.m, t), true_max=_per_row(self.true_max, t),
             block_max=self.block_max, above_max=self.above_max, counts=counts, trace=tb.build())
+
+
+def _steps(n: int, progress: bool):
+    """range(n), with a progress bar on stderr if asked (tqdm loads only then)."""
+    if not progress:
+        return range(n)
+    from tqdm import tqdm
+
+    return tqdm(range(n), desc="engine", unit="step")
 
 
 def _blocks(x: np.ndarray, block: int) -> np.ndarray:
