@@ -19,9 +19,12 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
-import vfasim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout's vfasim, whatever is installed
+
+import vfasim  # noqa: E402
 from vfasim.api import engine_precision
 from vfasim.functional import Tiling, run_engine
 from vfasim.hw import load_hw
