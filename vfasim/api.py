@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from threadpoolctl import threadpool_limits
 from vfasim import __version__
 from vfasim.errors import VfasimError
 from vfasim.functional import EngineResult, Policy, Precision, Tiling, policy_for, reference_attention, run_engine
-from vfasim.functional import checks
+from vfasim.functional import checks, sampling
 from vfasim.frozen import freeze, thaw
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
@@ -95,7 +96,8 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         qkv: str | Path | None = None, schedule: str = "pipelined", decode: bool = False,
         queries: int = 1, options: Options = Options(), trace_out: str | Path | None = None,
         progress: bool = False, batch: int = 1, kernel_style: str | None = None, dispatch: str = "waves",
-        numerics_heads: int = 0, **option_kwargs) -> RunResult:
+        numerics_heads: int = 0, numerics: str | None = None,
+        **option_kwargs) -> RunResult:
     """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result.
 
     Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
@@ -104,7 +106,9 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     ``progress`` shows the functional engine's progress on stderr. On a config with a chip
     section the whole launch of ``batch`` × ``heads`` runs on the chip (see ``chip_run``):
     ``kernel_style``, ``dispatch`` and ``numerics_heads`` apply there; on one core ``batch``
-    elements are more heads.
+    elements are more heads. ``numerics`` (one core) is
+    ``full``, ``sample`` (a stated subset of query blocks, see ``functional.sampling``) or
+    ``off``; None picks ``full`` up to ``sampling.FULL_LIMIT`` score entries, else ``sample``.
     """
     _check_schedule(schedule)
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
@@ -114,15 +118,44 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         raise VfasimError(f"kernel styles need a config with a chip section ({config.name} has none)")
     if batch != 1:
         heads, kv_heads = _fold_batch(batch, heads, kv_heads)
-    hw = config
-    config, policy, opts, wl, tiling, precision, result, references = _prepare(
-        hw, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
-        heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
-        queries=queries, options=options, progress=progress, references=True, **option_kwargs)
+    with threadpool_limits(limits=1, user_api="blas"):  # the references' thread runs on during the timing
+        prepared = _prepare(
+            config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
+            heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
+            queries=queries, options=options, progress=progress, references=True, numerics=numerics,
+            **option_kwargs)
+        return _timed(prepared, algo, prepared.config, schedule, trace_out, seed, decode, block_k)
+
+
+def run_configs(hws: list[str | Path | HardwareConfig], algo: str = "vfa", *,
+                schedules: list[str] | None = None, **run_kwargs) -> list[RunResult]:
+    """``run`` on each config, the numerics computed once: the configs must compute in one precision.
+
+    Each result is the one ``run(hw, algo, schedule=..., **run_kwargs)`` gives; the
+    functional engine, the oracle and the fa2 baseline run once for all of them.
+    """
+    configs = [hw if isinstance(hw, HardwareConfig) else load_hw(hw) for hw in hws]
+    schedules = schedules or ["pipelined"] * len(configs)
+    for schedule in schedules:
+        _check_schedule(schedule)
+    if any(engine_precision(c) != engine_precision(configs[0]) for c in configs) or len(schedules) != len(configs):
+        raise VfasimError("run_configs needs one schedule per config and configs of one precision")
+    with threadpool_limits(limits=1, user_api="blas"):
+        prepared = _prepare(configs[0], algo, references=True, **{"numerics": None, **run_kwargs})
+        return [_timed(prepared, algo, c, s, None, run_kwargs.get("seed", 0), run_kwargs.get("decode", False),
+                       run_kwargs.get("block_k", 128)) for c, s in zip(configs, schedules)]
+
+
+def _timed(prepared: _Prepared, algo: str, config: HardwareConfig, schedule: str,
+           trace_out: str | Path | None, seed: int, decode: bool, block_k: int) -> RunResult:
+    """The prepared run timed on ``config``: timeline, statistics, critical path, manifest, numerics."""
+    _, policy, opts, wl, tiling, precision, result, references, blocks = prepared
+    causal = tiling.causal
     timeline = simulate(result.trace, config, schedule)
     stats = timing_stats(result.trace, timeline, config)
     crit = critical_path(result.trace, timeline, config, schedule)
-    numerics, failed_rows = _numerics(precision, policy, result, *references)
+    refs = references() if references is not None else None  # waits for the second thread
+    numerics, failed_rows = _checked_numerics(precision, policy, result, refs, blocks, tiling)
     if trace_out is not None:
         events = algorithm_events(result.trace, timeline, result.above_max)
         events += row_failure_events(result.trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
@@ -189,7 +222,8 @@ class _Prepared(NamedTuple):
     tiling: Tiling
     precision: Precision
     result: EngineResult
-    references: tuple[np.ndarray, EngineResult] | None  # float64 oracle output, fa2 at kernel precision
+    references: Callable[[], tuple[np.ndarray, EngineResult]] | None  # float64 oracle output, fa2 (waits)
+    blocks: np.ndarray | None = None  # query blocks the references cover (sampled numerics); None: all
 
 
 def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, head_dim: int = 128,
@@ -197,11 +231,12 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
              kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
              qkv: str | Path | None = None, decode: bool = False, queries: int = 1,
              options: Options = Options(), progress: bool = False, references: bool = False,
-             **option_kwargs) -> _Prepared:
+             numerics: str | None = "full", **option_kwargs) -> _Prepared:
     """Config, policy and workload resolved, and the functional engine run (its trace inside).
 
-    With ``references``, the float64 oracle and the fa2 baseline run in a second thread
-    meanwhile (NumPy releases the GIL in its kernels, so two cores are used).
+    With ``references``, the float64 oracle and the fa2 baseline start in a second thread
+    (NumPy releases the GIL in its kernels, so two cores are used), on the query blocks
+    ``numerics`` asks for (see ``run``); ``references`` of the result waits for them.
     """
     opts = _options(options, option_kwargs)
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
@@ -212,22 +247,38 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
     check_blocks(tiling)
     precision = engine_precision(config)
     thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, qkv, workload, seed, decode, queries)
+    mode = sampling.resolve_mode(numerics, wl.heads, wl.seq_len, wl.kv_len)
+    references = references and mode != "off"
+    blocks = sampling.sample_blocks(wl.q, tiling.block_q, seed) if references and mode == "sample" else None
+    is_baseline = policy == policy_for(BASELINE)  # then the run is its own baseline
+    pool = ThreadPoolExecutor(max_workers=1)
     # one BLAS thread per engine thread: tile-sized matmuls gain nothing from more
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=1) as pool:
-        is_baseline = policy == policy_for(BASELINE)  # then the run is its own baseline
-        side = pool.submit(_references, wl, tiling, precision, decode, not is_baseline) if references else None
+    with threadpool_limits(limits=1, user_api="blas"):
+        side = pool.submit(_references, wl, tiling, precision, decode, not is_baseline, blocks) if references else None
+        pool.shutdown(wait=False)  # the submitted work goes on; the pool takes no more
         result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
                             decode=decode, progress=progress)
-        refs = side.result() if side is not None else None
-    if refs is not None and is_baseline:
-        refs = (refs[0], result)
-    return _Prepared(config, policy, opts, wl, tiling, precision, result, refs)
+    refs = _awaited(side, result if is_baseline else None) if side is not None else None
+    return _Prepared(config, policy, opts, wl, tiling, precision, result, refs, blocks)
 
 
-def _references(wl: Workload, tiling: Tiling, precision: Precision, decode: bool, baseline: bool) -> tuple:
-    """The float64 oracle's output and, if asked, fa2 at the kernel's precision."""
-    ref = reference_attention(wl.q, wl.k, wl.v, tiling.causal)
-    return ref, run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode) if baseline else None
+def _awaited(side: Future, own: EngineResult | None) -> Callable[[], tuple[np.ndarray, EngineResult]]:
+    """(oracle output, fa2 baseline) once the second thread is done; ``own``: the run is the baseline."""
+    def get() -> tuple[np.ndarray, EngineResult]:
+        ref, base = side.result()
+        return ref, own if own is not None else base
+    return get
+
+
+def _references(wl: Workload, tiling: Tiling, precision: Precision, decode: bool, baseline: bool,
+                blocks: np.ndarray | None) -> tuple:
+    """The float64 oracle's output and, if asked, fa2 at the kernel's precision (on ``blocks`` only)."""
+    rows = None if blocks is None else sampling.block_rows(blocks, tiling.block_q, tiling.seq_len)
+    ref = reference_attention(wl.q, wl.k, wl.v, tiling.causal, rows)
+    if not baseline:
+        return ref, None
+    engine_rows = None if blocks is None else (np.arange(tiling.heads)[:, None] * tiling.n_qblocks + blocks).ravel()
+    return ref, run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode, rows=engine_rows)
 
 
 def _check_schedule(schedule: str) -> None:
@@ -282,9 +333,6 @@ def _bsfa_thresholds(skip, tiling, precision, opts, qkv, name, seed, decode, que
 def _numerics(precision: Precision, policy: Policy, result: EngineResult, ref: np.ndarray,
               base: EngineResult) -> tuple[dict, list[dict]]:
     """The numerics block of a result, and the failed rows (at most MAX_FAILED_ROWS) for trace events."""
-    c = result.counts
-    kept = c["visited_tiles"] - c["skipped_tiles"]
-    flows = {k: v for k, v in c.items() if k.endswith("flow")}
     errors = checks.error_vs_reference(result.out, ref)
     failures = _failures(result, ref, base, precision.for_p(policy.p_bf16).p_cast_limit())
     base_err = failures.pop("base_rel_err")
@@ -296,6 +344,16 @@ def _numerics(precision: Precision, policy: Policy, result: EngineResult, ref: n
         **errors, **checks.non_finite(result.out),
         **failures,
         **checks.bits_vs_baseline(result.out, base.out),
+        **_engine_numerics(result),
+    }, failed_rows
+
+
+def _engine_numerics(result: EngineResult) -> dict:
+    """What the engine's own run tells, over every row: frozen max, skips, rescales, over/underflows."""
+    c = result.counts
+    kept = c["visited_tiles"] - c["skipped_tiles"]
+    flows = {k: v for k, v in c.items() if k.endswith("flow")}
+    return {
         **checks.frozen_max_stats(result.used_max, result.true_max),
         "max_gap_quantiles": checks.gap_quantiles(result.used_max, result.true_max),
         "skipped_block_fraction": c["skipped_tiles"] / max(c["visited_tiles"], 1),
@@ -304,7 +362,40 @@ def _numerics(precision: Precision, policy: Policy, result: EngineResult, ref: n
         "overflow_count": sum(v for k, v in flows.items() if k.endswith("overflow")),
         "underflow_count": sum(v for k, v in flows.items() if k.endswith("underflow")),
         "flows": flows,
-    }, failed_rows
+    }
+
+
+#: numerics that need the oracle or the fa2 baseline: None under ``numerics="off"``
+COMPARED_KEYS = ("fa2_rel_err_vs_fp64", "rel_err_vs_fp64", "max_abs_err_vs_fp64", "nonfinite_fraction",
+                 "rel_err_finite_only", "bad_rows", "bad_row_fraction", "causes", "worst_rows",
+                 "bit_identical_vs_fa2", "max_ulp_vs_fa2")
+
+
+def _checked_numerics(precision: Precision, policy: Policy, result: EngineResult, refs: tuple | None,
+                      blocks: np.ndarray | None, tiling: Tiling) -> tuple[dict, list[dict]]:
+    """``_numerics`` in the mode that ran: on every query row, on the sampled blocks, or not compared."""
+    if refs is None:
+        return {"verdict": "unchecked", "matmul_dtype": precision.matmul, "vector_dtype": precision.vector,
+                **dict.fromkeys(COMPARED_KEYS), **checks.non_finite(result.out), **_engine_numerics(result),
+                "numerics_mode": "off"}, []
+    if blocks is None:
+        numerics, failed = _numerics(precision, policy, result, *refs)
+        return {**numerics, "numerics_mode": "full"}, failed
+    rows = sampling.block_rows(blocks, tiling.block_q, tiling.seq_len)
+    ref, base = refs
+    numerics, failed = _numerics(precision, policy, _rows_of(result, rows), ref, replace(base, out=base.out[:, rows]))
+    for w in (*numerics["worst_rows"], *failed):  # back to the rows of the whole output
+        w["row"] = int(rows[w["row"]])
+    return {**numerics, **checks.non_finite(result.out), **_engine_numerics(result), "numerics_mode": "sample",
+            "sampled_query_blocks": blocks.tolist(), "sampled_rows": int(rows.size * tiling.heads)}, failed
+
+
+def _rows_of(result: EngineResult, rows: np.ndarray) -> EngineResult:
+    """``result`` restricted to query rows ``rows`` (output and per-row diagnostics)."""
+    diag = result.rows
+    return replace(result, out=result.out[:, rows], used_max=result.used_max[:, rows],
+                   true_max=result.true_max[:, rows],
+                   rows=replace(diag, **{f: getattr(diag, f)[:, rows] for f in diag.__dataclass_fields__}))
 
 
 def _failures(result: EngineResult, ref: np.ndarray, base: EngineResult, p_cast_limit: float) -> dict:
