@@ -188,8 +188,8 @@ def test_points_sharing_numerics_run_the_engine_once_and_match_single_runs(monke
     engine_runs = []
     real = api.run_engine
     monkeypatch.setattr(api, "run_engine", lambda *a, **k: engine_runs.append(k.get("rows")) or real(*a, **k))
-    points = make_points(["C4V16"], ["fa2", "vfa"], [Axis("exp_scale", (1, 4)), parse_set("precision.vector=float16,float32")],
-                         SMALL)
+    axes = [Axis("exp_scale", (1, 4)), parse_set("precision.vector=float16,float32")]
+    points = make_points(["C4V16"], ["fa2", "vfa"], axes, SMALL)
     result = run_sweep(points, jobs=1)
     assert (result.computed, result.functional_runs) == (8, 4)  # fa2/vfa x two vector formats
     assert len(engine_runs) == 4 + 2  # and the fa2 baseline once for each vfa group

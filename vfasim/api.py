@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
@@ -127,7 +127,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         return _timed(prepared, algo, prepared.config, schedule, trace_out, seed, decode, block_k)
 
 
-def run_configs(hws: list[str | Path | HardwareConfig], algo: str = "vfa", *,
+def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *,
                 schedules: list[str] | None = None, **run_kwargs) -> list[RunResult]:
     """``run`` on each config, the numerics computed once: the configs must compute in one precision.
 

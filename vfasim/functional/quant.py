@@ -202,7 +202,7 @@ def quantize_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1)
         return _reference_values(x, dtype, scaling, axis)
     if scaling.kind == "per_block":
         return _fast_blocks(x, dtype, scaling, _norm_axis(axis, x.ndim))
-    scale = np.float32(1)
+    scale = np.ones((1,) * x.ndim, np.float32)
     if scaling.kind == "per_tensor":
         amax = np.max(np.abs(x), initial=np.float32(0)).reshape((1,) * x.ndim)
         scale = _scale_from_amax(amax, amax.max(), dtype, scaling.scale_dtype)
@@ -228,7 +228,9 @@ def _fast_blocks(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> tupl
     blocks = xl.reshape(xl.shape[:-1] + (xl.shape[-1] // scaling.block, scaling.block))
     amax = _block_absmax(blocks)
     scales = _scale_from_amax(amax, np.max(amax, initial=np.float32(0)), dtype, scaling.scale_dtype)
-    values, over, under = _fast_scaled(blocks, scales[..., None], dtype, saturate=True)
+    out = _fast_scaled(blocks, scales[..., None], dtype, saturate=True)
+    assert out is not None  # saturating: never handed back to the reference
+    values, over, under = out
     return np.moveaxis(values.reshape(xl.shape), -1, axis), over, under
 
 
@@ -237,7 +239,7 @@ def _block_absmax(blocks: np.ndarray) -> np.ndarray:
     return (blocks.view(np.int32) & np.int32(0x7FFFFFFF)).max(axis=-1).view(np.float32)
 
 
-def _fast_scaled(x: np.ndarray, scale: np.ndarray | np.float32, dtype: str,
+def _fast_scaled(x: np.ndarray, scale: np.ndarray, dtype: str,
                  saturate: bool) -> tuple[np.ndarray, int, int] | None:
     """Round x / scale (zero where the scale is 0) and scale back; None if an unsaturated value overflows."""
     if np.all(scale == 1):
