@@ -321,8 +321,8 @@ def test_ctrl_c_during_run_exits_130_with_one_line(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_during_sweep_exits_130_and_says_what_is_kept(tmp_path: Path) -> None:
-    proc = _cli_process("sweep", "--seq-len", "4096", "--exp-scale", "1,2,3,4", "--jobs", "2", "--quiet",
-                        "--out", "out", cwd=tmp_path)
+    proc = _cli_process("sweep", "--seq-len", "4096", "--algo", "fa2,vfa", "--exp-scale", "1,2,3,4", "--jobs", "2",
+                        "--quiet", "--out", "out", cwd=tmp_path)  # two algorithms: two workers
     assert _wait_for(lambda: len(_children(proc.pid)) >= 2, 20)
     time.sleep(0.5)
     workers = _children(proc.pid)
@@ -334,8 +334,8 @@ def test_ctrl_c_during_sweep_exits_130_and_says_what_is_kept(tmp_path: Path) -> 
 
 
 def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path: Path) -> None:
-    proc = _cli_process("sweep", "--seq-len", "4096", "--exp-scale", "1,2,3,4", "--jobs", "2", "--quiet",
-                        "--out", "out", cwd=tmp_path)
+    proc = _cli_process("sweep", "--seq-len", "4096", "--algo", "fa2,vfa", "--exp-scale", "1,2,3,4", "--jobs", "2",
+                        "--quiet", "--out", "out", cwd=tmp_path)  # two algorithms: two workers
     assert _wait_for(lambda: len(_children(proc.pid)) >= 2, 20)
     workers = _children(proc.pid)
     proc.kill()
