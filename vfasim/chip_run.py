@@ -132,7 +132,7 @@ def _numerics(config, algo, options, n, heads, kv_heads, tiling_args, seed, work
     prepared = api._prepare(config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k,
                             causal=causal, heads=n, kv_heads=n // group, seed=seed, workload=workload,
                             decode=decode, queries=queries, options=options, references=True)
-    numerics, _ = api._numerics(prepared.precision, prepared.policy, prepared.result, *prepared.references)
+    numerics, _ = api._numerics(prepared.precision, prepared.policy, prepared.result, *prepared.references())
     return numerics, list(range(n))
 
 
