@@ -30,7 +30,7 @@ from vfasim.functional.stages import SOFTWARE_PIPELINE
 from vfasim.functional.tiling import Tiling
 from vfasim.trace import Trace, TraceBuilder
 
-#: bytes of one score array of a step batch (rows × Bq × Bc float32): ~ a core's L2 cache
+#: bytes of one score array of a step batch (rows × Bq × Bc float32): bounds the per-step working set
 STEP_BYTES = 1 << 21
 
 
