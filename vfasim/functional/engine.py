@@ -18,6 +18,9 @@ Assumptions:
 from __future__ import annotations
 
 import dataclasses
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +35,7 @@ from vfasim.trace import Trace, TraceBuilder
 
 #: bytes of one score array of a step batch (rows × Bq × Bc float32): bounds the per-step working set
 STEP_BYTES = 1 << 21
+ENGINE_THREADS = 2  # row batches of a step run on this many threads (rows are independent)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,16 @@ class _Counts:
     flows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("score_overflow", "exp_underflow", "exp_overflow", "cast_p_underflow", "cast_p_overflow",
          "l_overflow", "o_overflow"), 0))
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # row batches run in threads
+
+    def add(self, **counts: int) -> None:
+        """Add to the tile counters (``visited_tiles=…``) and flows (any other name), atomically."""
+        with self.lock:
+            for name, value in counts.items():
+                if name in self.flows:
+                    self.flows[name] += value
+                else:
+                    setattr(self, name, getattr(self, name) + value)
 
 
 def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str | Policy,
@@ -91,8 +105,10 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     if policy.skip == "topk" and (thresholds is None or thresholds.shape != (tiling.n_rows,)):
         raise VfasimError(f"bsfa needs one calibrated threshold per (head, query block): {tiling.n_rows}")
     # Tile-sized matmuls gain nothing from BLAS threads, and oversubscribed threads spin.
-    with threadpool_limits(limits=1, user_api="blas"):
+    threads = min(ENGINE_THREADS, os.cpu_count() or 1)
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
         loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode)
+        loop.pool = pool if threads > 1 else None
         if rows is not None:
             loop.order[np.setdiff1d(np.arange(tiling.n_rows), rows)] = -1
         loop.prelude()
@@ -116,6 +132,7 @@ class _Loop:
         bq, d = tiling.block_q, tiling.head_dim
         prec.check_shapes(d, tiling.block_k)
         self.counts = _Counts()
+        self.pool: ThreadPoolExecutor | None = None  # set by run_engine
         self.qb = self._quantized(_blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
         self.kb = self._quantized(_blocks(k, tiling.block_k), "k", -1)  # [Hkv, Tc, Bc, d]
         self.vb = self._quantized(_blocks(v, tiling.block_k), "v", -2)  # scale blocks along keys
@@ -200,8 +217,13 @@ class _Loop:
         """
         act = np.flatnonzero(self.order[:, s] >= 0)
         batch = max(1, STEP_BYTES // (self.t.block_q * self.t.block_k * 4))
-        for start in range(0, act.size, batch):
-            self._step_rows(act[start:start + batch], s)
+        parts = [act[start:start + batch] for start in range(0, act.size, batch)]
+        if len(parts) > 1 and self.pool is not None:  # NumPy releases the GIL: batches share the cores
+            for done in [self.pool.submit(self._step_rows, rows, s) for rows in parts]:
+                done.result()
+            return
+        for rows in parts:
+            self._step_rows(rows, s)
 
     def _step_rows(self, act: np.ndarray, s: int) -> None:
         kb, slot = self.order[act, s], s + 1
@@ -236,7 +258,7 @@ class _Loop:
         with np.errstate(over="ignore"):
             scores = self.vr(self.vr(raw) * self.scale)
         overflowed = np.isinf(scores)
-        self.counts.flows["score_overflow"] += int(np.count_nonzero(overflowed))
+        self.counts.add(score_overflow=int(np.count_nonzero(overflowed)))
         self.flags[act] |= np.where(overflowed.any(axis=2), np.uint8(ROW_FLAGS["score_overflow"]), np.uint8(0))
         moved = tb.emit("move_s", act, slot, t.block_q * t.block_k * 4, "float32", deps=(qk,), kblock=kb)
         score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(moved,), kblock=kb)
@@ -281,11 +303,9 @@ class _Loop:
 
     def _count(self, keep, keep_rows, rescales) -> None:
         c = self.counts
-        c.visited_tiles += keep.size
-        c.skipped_tiles += int(np.sum(~keep))
-        c.rescaled_tiles += int(np.sum(rescales & keep))
-        c.row_tiles += keep_rows.size
-        c.skipped_row_tiles += int(np.sum(~keep_rows))
+        c.add(visited_tiles=keep.size, skipped_tiles=int(np.sum(~keep)),
+              rescaled_tiles=int(np.sum(rescales & keep)), row_tiles=keep_rows.size,
+              skipped_row_tiles=int(np.sum(~keep_rows)))
 
     def _emit_stats(self, act, kb, slot, special, ops) -> dict[str, np.ndarray]:
         """Trace of the statistic ops (rowmax, running max, skip test); op keys per row."""
@@ -307,7 +327,7 @@ class _Loop:
     def _update(self, rows, kb, slot, rescales, scores, m_old, m_new, ops) -> None:
         if rows.size == 0:
             return
-        vr, sr, flows = self.vr, self.sr, self.counts.flows
+        vr, sr = self.vr, self.sr
         with np.errstate(invalid="ignore", over="ignore"):
             m_use = np.where(np.isneginf(m_new), np.float32(0), m_new)
             alpha = vr(np.exp(vr(np.where(np.isneginf(m_old), -np.inf, m_old - m_use))))
@@ -317,13 +337,12 @@ class _Loop:
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
             pv = sr(np.matmul(p_mm, self.vb[self.kv_head[rows], kb]))
             o_new = sr(sr(alpha[:, :, None] * self.o[rows]) + pv)
-        flows["exp_underflow"] += int(np.count_nonzero((p == 0) & np.isfinite(scores)))
-        flows["cast_p_underflow"] += p_under
-        flows["cast_p_overflow"] += p_over
-        flows["exp_overflow"] += int(np.count_nonzero(np.isinf(p)))
+        self.counts.add(exp_underflow=int(np.count_nonzero((p == 0) & np.isfinite(scores))),
+                        cast_p_underflow=p_under, cast_p_overflow=p_over,
+                        exp_overflow=int(np.count_nonzero(np.isinf(p))))
         self._flag_rows(rows, p, p_mm, l_new)
-        flows["l_overflow"] += int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows])))
-        flows["o_overflow"] += int(np.count_nonzero(np.isinf(o_new) & np.isfinite(self.o[rows])))
+        self.counts.add(l_overflow=int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows]))),
+                        o_overflow=int(np.count_nonzero(np.isinf(o_new) & np.isfinite(self.o[rows]))))
         self.l[rows], self.o[rows], self.m[rows] = l_new, o_new, m_new
         self._emit_update(rows, kb, slot, rescales, ops)
 
