@@ -219,3 +219,15 @@ def test_perfetto_shows_a_sample_of_cores_and_memory_tracks(tmp_path):
     procs = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     assert "memory" in procs and "core 0 (cores 0-7 of 132 shown)" in procs
     assert any(e["ph"] == "C" for e in events) and any(e["ph"] == "X" for e in events)
+
+
+def test_long_units_extrapolated_from_two_short_runs_match_the_full_simulation(monkeypatch):
+    import vfasim.chip.units as units
+
+    shape = dict(seq_len=2048, batch=1, heads=2, head_dim=64, causal=True)
+    fast = [vfasim.run("H100-SXM", "fa2", kernel_style=s, block_q=bq, block_k=bk, **shape).latency_cycles
+            for s, bq, bk in (("fa2", 128, 64), ("fa3", 64, 128))]
+    monkeypatch.setattr(units, "LONG_TILES", 10**9)
+    full = [vfasim.run("H100-SXM", "fa2", kernel_style=s, block_q=bq, block_k=bk, **shape).latency_cycles
+            for s, bq, bk in (("fa2", 128, 64), ("fa3", 64, 128))]
+    assert fast == full
