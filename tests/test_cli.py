@@ -24,7 +24,7 @@ from vfasim.hw import load_hw
 from vfasim.trace import OP_KINDS
 
 SMALL = ["--seq-len", "256", "--head-dim", "32", "--block-q", "64", "--block-k", "64"]
-BUILTINS = ["C16V32", "C8V32", "C4V32", "C8V16", "C4V16", "C4V16-2xexp", "H100-SXM"]
+BUILTINS = ["C16V32", "C8V32", "C4V32", "C8V16", "C4V16", "C4V16-2xexp", "H100-SXM", "H200", "B200", "B300", "Ascend-910B"]
 SHARE_KEYS = {"tensor", "vector", "exp"}
 TOP_KEYS = {"hw", "algo", "workload", "latency_cycles", "pipelines", "shares", "bottleneck", "ops",
             "manifest", "numerics"}

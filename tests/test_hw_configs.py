@@ -17,7 +17,7 @@ PAPER_SIX = ["C16V32", "C8V32", "C4V32", "C8V16", "C4V16", "C4V16-2xexp"]
 
 
 def test_the_six_paper_configs_and_the_chips_are_built_in():
-    assert sorted(builtin_names()) == sorted([*PAPER_SIX, "H100-SXM"])
+    assert sorted(builtin_names()) == sorted([*PAPER_SIX, "H100-SXM", "H200", "B200", "B300", "Ascend-910B"])
 
 
 @pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
@@ -121,3 +121,15 @@ def test_the_split_core_example_loads_and_runs():
 @pytest.mark.parametrize("path", sorted((CONFIG_DIR / "examples").glob("*.yaml")), ids=lambda p: p.name)
 def test_example_numbers_say_where_they_come_from(path):
     test_every_number_says_where_it_comes_from(path)
+
+
+def test_real_chips_keep_the_facts_that_set_them_apart():
+    h100, h200, b200, b300 = (load_hw(n) for n in ("H100-SXM", "H200", "B200", "B300"))
+    assert h200.pipelines == h100.pipelines and h200.chip.cores == h100.chip.cores
+    assert h200.chip.hbm.bandwidth_gb_per_s > h100.chip.hbm.bandwidth_gb_per_s
+    assert b300.pipelines["exp"].throughput["float32"] == 2 * b200.pipelines["exp"].throughput["float32"]
+    assert "float4_e2m1" in b200.pipelines["tensor"].throughput
+    assert "float4_e2m1" not in h100.pipelines["tensor"].throughput
+    ascend = load_hw("Ascend-910B")
+    assert ascend.pipelines["vector"].units == 2  # one cube, two vector cores
+    assert ascend.op_map["move_s"] == ascend.op_map["move_p"] == "link"  # S and P through L2

@@ -42,7 +42,7 @@ from vfasim.chip.units import (
     split_count,
 )
 from vfasim.errors import VfasimError
-from vfasim.hw.chip import ChipSpec
+from vfasim.hw.chip import ChipSpec, StyleTuning
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim import op_cycles
 from vfasim.trace import KIND_NAMES, Trace
@@ -93,6 +93,7 @@ class _Plan:
     slots: int  # units per core at once
     splits: int
     ports: Ports
+    overhead: int = 0  # the style's fixed cycles per unit
 
 
 def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geometry, shape: TileShape,
@@ -108,13 +109,25 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
     rows, kv_key, label = _units(geo, group)
     slots = streams // group
     splits = split_count(geo.decode, rows.shape[0], chip.cores * slots, geo.n_kblocks)
-    plan = _Plan(replace_buffers(hw, style.score_buffers), chip, streams, slots, splits, _ports(chip, hw.clock_ghz))
+    tuning = chip.kernel_styles.get(style.name, StyleTuning())
+    core = tuned_core(replace_buffers(hw, style.score_buffers), tuning)
+    plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.unit_overhead_cycles)
     launch = build_launch(trace, rows, kv_key, label, splits)
     timer = UnitTimer(trace, plan.core, style.score_buffers, launch.kinds, schedule)
     times = _main_launch(launch, timer, plan, policy, geo)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)))
     end = combine.end.max() if combine is not None else times.end.max(initial=0)
     return _totals(trace, plan, launch, times, combine, int(np.ceil(end - 1e-9)), geo.flops)
+
+
+def tuned_core(hw: HardwareConfig, tuning: StyleTuning) -> HardwareConfig:
+    """The core as a kernel style sees it: tensor pipelines at the style's efficiency."""
+    if tuning.tensor_efficiency == 1.0:
+        return hw
+    pipes = {name: p.model_copy(update={"throughput": {d: r * tuning.tensor_efficiency
+                                                       for d, r in p.throughput.items()}})
+             if p.role == "tensor" else p for name, p in hw.pipelines.items()}
+    return hw.model_copy(update={"pipelines": pipes})
 
 
 def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -141,7 +154,7 @@ def _ports(chip: ChipSpec, clock_ghz: float) -> Ports:
 def _main_launch(launch: Launch, timer: UnitTimer, plan: _Plan, policy: str, geo: Geometry) -> LaunchTimes:
     chip = plan.chip
     memory = UnitMemory(launch, chip.l2.capacity_bytes if chip.l2 else None, chip.has_memory, geo.n_kblocks)
-    latency = chip.hbm.latency_cycles if chip.hbm is not None else 0
+    latency = (chip.hbm.latency_cycles if chip.hbm is not None else 0) + plan.overhead
 
     def on_start(u: int) -> tuple[float, float, float, float]:
         b = memory.on_start(u)

@@ -12,6 +12,9 @@ Assumptions:
   and the bytes that bypass reuse (Q loads, O stores).
 - A chip without ``l2`` and ``hbm`` has no shared memory limits: its cores are
   independent and loads cost only what the core's own data mover charges.
+- A kernel style runs the core's ops at their configured rates, except that
+  ``kernel_styles.<style>.tensor_efficiency`` scales the tensor pipelines and
+  ``unit_overhead_cycles`` adds a fixed exposed cost to every work unit.
 - ``register_bytes``, when given, holds a stream's score, P and O-accumulator
   tiles (GPU register file / tensor memory); otherwise those tiles count
   against ``buffer_bytes`` too (a unified buffer, Ascend-like).
@@ -45,11 +48,22 @@ class CoreLimits(_Strict):
     max_streams: int = Field(gt=0, description="Tile streams (thread blocks / warp groups) a core may run at once")
 
 
+class StyleTuning(_Strict):
+    """What a kernel style reaches on this chip beyond the modelled ops (fitted or sourced per chip)."""
+
+    tensor_efficiency: float = Field(default=1.0, gt=0, le=1, description="Fraction of the tensor pipeline's "
+                                     "peak rate the style's matmul instructions sustain (e.g. mma.sync on Hopper)")
+    unit_overhead_cycles: int = Field(default=0, ge=0, description="Fixed cycles per work unit beyond its ops "
+                                      "(block launch, prologue, epilogue), exposed like a latency")
+
+
 class ChipSpec(_Strict):
     cores: int = Field(gt=0, description="Identical cores, each the config's core")
     l2: L2Spec | None = Field(default=None, description="Shared L2 (needs hbm behind it)")
     hbm: MemorySpec | None = Field(default=None, description="Off-chip memory shared by all cores")
     core_limits: CoreLimits = Field(description="What fits on one core")
+    kernel_styles: dict[str, StyleTuning] = Field(
+        default_factory=dict, description="Kernel style name -> its tuning on this chip (absent: peak, no overhead)")
 
     @model_validator(mode="after")
     def _l2_needs_hbm(self) -> ChipSpec:
