@@ -133,3 +133,16 @@ def test_real_chips_keep_the_facts_that_set_them_apart():
     ascend = load_hw("Ascend-910B")
     assert ascend.pipelines["vector"].units == 2  # one cube, two vector cores
     assert ascend.op_map["move_s"] == ascend.op_map["move_p"] == "link"  # S and P through L2
+
+
+def test_matmul_format_picks_the_kernel_scaling_and_refuses_what_the_chip_lacks(capsys):
+    from vfasim.cli import main
+    from vfasim.hw.formats import supported_formats, with_matmul_format
+
+    fp8 = with_matmul_format(load_hw("H100-SXM"), "fp8_e4m3").precision
+    assert (fp8.matmul, fp8.vector, fp8.scaling.q, fp8.scaling.p) == ("float8_e4m3", "float32", "per_tensor", "none")
+    assert with_matmul_format(load_hw("B200"), "fp4").precision.block_scale == "nvfp4"
+    assert supported_formats(load_hw("Ascend-910B")) == ["fp16", "bf16"]
+    status = main(["run", "--hw", "H100-SXM", "--algo", "fa2", "--matmul-format", "fp4", "--seq-len", "256"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("error: H100-SXM has no fp4 matmul") and err.count("\n") == 1

@@ -19,6 +19,7 @@ from vfasim.functional import checks, sampling
 from vfasim.frozen import freeze, thaw
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
+from vfasim.hw.formats import with_matmul_format
 from vfasim.inputs import check_blocks, check_options, checked
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import SCHEDULES, simulate, timing_stats
@@ -96,7 +97,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         qkv: str | Path | None = None, schedule: str = "pipelined", decode: bool = False,
         queries: int = 1, options: Options = Options(), trace_out: str | Path | None = None,
         progress: bool = False, batch: int = 1, kernel_style: str | None = None, dispatch: str = "waves",
-        numerics_heads: int = 0, numerics: str | None = None,
+        numerics_heads: int = 0, numerics: str | None = None, matmul_format: str | None = None,
         **option_kwargs) -> RunResult:
     """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result.
 
@@ -109,9 +110,13 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     elements are more heads. ``numerics`` (one core) is
     ``full``, ``sample`` (a stated subset of query blocks, see ``functional.sampling``) or
     ``off``; None picks ``full`` up to ``sampling.FULL_LIMIT`` score entries, else ``sample``.
+    ``matmul_format`` (e.g. ``"fp8_e4m3"``) picks the matmul format
+    among those the chip supports, with the scaling a real kernel uses (``hw.formats``).
     """
     _check_schedule(schedule)
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+    if matmul_format is not None:
+        config = with_matmul_format(config, matmul_format)
     if config.chip is not None:
         return _run_chip(config, algo, locals(), options, option_kwargs)
     if kernel_style is not None:

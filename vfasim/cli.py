@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also write a Chrome/Perfetto trace (JSON) of the timeline to FILE")
     run_p.add_argument("--check", action="store_true",
                        help=f"exit with status {EXIT_BROKEN} when the numerics verdict is broken (for scripts and CI)")
+    run_p.add_argument("--matmul-format", default=None,
+                       help="matmul format among those the chip supports: fp16, bf16, fp8_e4m3, fp8_e5m2, fp4 "
+                            "(with the scaling a real kernel uses; default: the config's)")
     _add_chip(run_p)
     run_p.add_argument("--numerics", choices=MODES, default=None,
                        help="check the output against the float64 oracle and fa2 on every query row (full), "
@@ -217,7 +220,7 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
     progress = not args.quiet and sys.stderr.isatty()
     result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
                  progress=progress, batch=args.batch, kernel_style=args.kernel_style, dispatch=args.dispatch,
-                 numerics_heads=args.numerics_heads, numerics=args.numerics,
+                 numerics_heads=args.numerics_heads, numerics=args.numerics, matmul_format=args.matmul_format,
                  **shape)
     doc = result.to_dict()
     if args.numerics is None and doc["numerics"].get("numerics_mode") == "sample":
