@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="claim ids the bounded fit targets (default: the six share claims; '' skips the fit "
                          "and the search)")
     lr.add_argument("--fa4", action="store_true", help="add FA4 and VFA with FA4-style exp emulation")
+    _add_validate(sub)
     hw = sub.add_parser("hw", help="list or show hardware configs")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, parser_class=_Parser)
     hw_sub.add_parser("list", help="names of the built-in configs")
@@ -144,6 +145,40 @@ def _add_chip(p: argparse.ArgumentParser) -> None:
                    help="check numerics on the first N heads (whole GQA groups); default none on a chip")
 
 
+def _add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="the chip model against the published measurements in validation/")
+    p.add_argument("--rows", type=int, default=None, metavar="N",
+                   help="at most N rows of each chip x kernel group, evenly spread (default: every row)")
+    p.add_argument("--out", default=None, help="folder for the predicted-vs-measured scatter (PNG + SVG)")
+    p.add_argument("--json", action="store_true", help="print the JSON document instead of the report")
+    p.add_argument("--fit", action="store_true",
+                   help="fit each chip's kernel-style tuning on the fit rows and print it as config YAML")
+    p.add_argument("--jobs", type=int, default=None, help="processes (default: CPU count)")
+
+
+def _validate(args: argparse.Namespace) -> str:
+    import os
+
+    from vfasim.calibrate import fit_all, run_validation
+    from vfasim.report.validate_report import format_report, to_doc, write_scatter
+    from vfasim.validate import FIT_SEQ_LENS, load_rows, modelled, subset
+
+    if args.rows is not None and args.rows < 1:
+        raise VfasimError(f"--rows must be >= 1, got {args.rows}")
+    jobs = args.jobs or os.cpu_count() or 1
+    if args.fit:
+        fitted = fit_all([r for r in subset(load_rows(), args.rows) if modelled(r)], jobs)
+        return "\n".join(f"# {f.chip} ({f.rows} fit rows, MAPE {100 * f.mape_fit:.1f}%"
+                         f"{', at bound: ' + ', '.join(f.at_bound) if f.at_bound else ''})\n{f.yaml()}"
+                         for f in fitted)
+    v = run_validation(args.rows, jobs)
+    doc = to_doc(v.groups, v.not_modelled, v.ratios, FIT_SEQ_LENS, v.tuning)
+    paths = write_scatter(v.groups, Path(args.out)) if args.out else []
+    if args.json:
+        return to_json(doc)
+    return format_report(doc) + "".join(f"\nwrote {p}" for p in paths)
+
+
 def _add_sweep(sub) -> None:
     p = sub.add_parser("sweep", help="what-if grid over hardware fields and run options (resumable)")
     p.add_argument("--hw", action="append", help="configs, comma list or repeated (default C4V16)")
@@ -205,6 +240,8 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
         return sweep_command(args), 0
     if args.command == "figure":
         return _figure(args), 0
+    if args.command == "validate":
+        return _validate(args), 0
     if args.command == "hw":
         return ("\n".join(builtin_names()) if args.hw_command == "list" else format_hw(load_hw(args.name))), 0
     options = Options(**{name: getattr(args, name) for name in Options.__dataclass_fields__})

@@ -1,0 +1,167 @@
+"""Fitting a chip's kernel-style tuning on the declared fit rows, and the validation summary.
+
+``fit_style`` tunes ``tensor_efficiency`` and ``unit_overhead_cycles`` of one
+(chip, kernel style) by coordinate descent (golden-section search on each in
+turn, ``ROUNDS`` rounds) minimising the MAPE of the fit rows
+(``validate.FIT_SEQ_LENS``, never an unverified table's rows). A value that ends
+within 1% of its range's end is reported "at bound". The values are printed as
+YAML lines for the chip's config, where ``vfasim run`` and ``vfasim validate``
+read them; nothing is written to the configs by the fit itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vfasim.hw import HardwareConfig, load_hw
+from vfasim.validate import (
+    CHIP_STYLES,
+    CHIPS,
+    KERNELS,
+    Prediction,
+    Row,
+    chip_name,
+    group_key,
+    mape,
+    predict_all,
+    with_tuning,
+)
+
+RANGES = {"tensor_efficiency": (0.3, 1.0), "unit_overhead_cycles": (0.0, 30000.0)}
+ROUNDS = 2
+STEPS = 9  # golden-section evaluations per parameter and round
+GOLD = (np.sqrt(5) - 1) / 2
+
+
+@dataclass(frozen=True)
+class Fitted:
+    chip: str
+    style: str
+    values: dict[str, float]
+    at_bound: list[str]
+    rows: int
+    mape_fit: float
+
+    def yaml(self) -> str:
+        lines = [f"    {self.style}:"]
+        for k, v in self.values.items():
+            shown = f"{v:.3f}" if k == "tensor_efficiency" else f"{int(round(v))}"
+            lines.append(f"      {k}: {shown}  # source: fitted on {self.rows} rows with seq_len in the fit set by: "
+                         f"vfasim validate --fit")
+        return "\n".join(lines)
+
+
+def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1) -> Fitted | None:
+    """Tune (chip, style) on its fit rows; None when it has fewer than two."""
+    mine = [r for r in rows if r.fit and chip_name(r) == chip and KERNELS[r.kernel] == style]
+    if len(mine) < 2:
+        return None
+    base = load_hw(chip)
+    values = {"tensor_efficiency": 1.0, "unit_overhead_cycles": 0.0}
+
+    def loss(**trial: float) -> float:
+        cfg = _tuned(base, style, {**values, **trial})
+        return mape(predict_all(mine, {chip: cfg}, jobs)) or 0.0
+
+    for _ in range(ROUNDS):
+        for name, (lo, hi) in RANGES.items():
+            values[name] = _golden(lambda x, n=name: loss(**{n: x}), lo, hi)
+    bound = [n for n, (lo, hi) in RANGES.items() if min(values[n] - lo, hi - values[n]) <= 0.01 * (hi - lo)]
+    return Fitted(chip, style, values, bound, len(mine), loss())
+
+
+def _tuned(base: HardwareConfig, style: str, values: dict[str, float]) -> HardwareConfig:
+    return with_tuning(base, style, tensor_efficiency=values["tensor_efficiency"],
+                       unit_overhead_cycles=int(round(values["unit_overhead_cycles"])))
+
+
+def _golden(f, lo: float, hi: float) -> float:
+    """Golden-section minimum of f on [lo, hi] with STEPS evaluations (ends included as candidates)."""
+    a, b = lo, hi
+    c, d = b - GOLD * (b - a), a + GOLD * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(STEPS - 2):
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - GOLD * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + GOLD * (b - a)
+            fd = f(d)
+    return c if fc <= fd else d
+
+
+def fit_all(rows: list[Row], jobs: int = 1) -> list[Fitted]:
+    chips = sorted({CHIPS[r.chip] for r in rows})
+    return [f for c in chips for s in CHIP_STYLES if (f := fit_style(rows, c, s, jobs)) is not None]
+
+
+@dataclass(frozen=True)
+class Group:
+    chip: str
+    kernel: str
+    style: str
+    fit: list[Prediction]
+    heldout: list[Prediction]
+
+    def worst(self, n: int = 3) -> list[Prediction]:
+        return sorted(self.fit + self.heldout, key=lambda p: -abs(p.error))[:n]
+
+
+def groups(preds: list[Prediction]) -> list[Group]:
+    """Predictions grouped by (chip, kernel), in first-seen order; fit vs held-out split by the row."""
+    out: dict[tuple[str, str], Group] = {}
+    for p in preds:
+        key = group_key(p)
+        g = out.setdefault(key, Group(key[0], key[1], KERNELS[p.row.kernel], [], []))
+        (g.fit if p.row.fit else g.heldout).append(p)
+    return sorted(out.values(), key=lambda g: (g.chip, g.kernel))
+
+
+def ratio_errors(preds: list[Prediction]) -> list[dict]:
+    """Causal/non-causal and hd64/hd128 throughput ratios, model vs measured, per (chip, kernel, dtype)."""
+    by = {(chip_name(p.row), p.row.kernel, p.row.dtype, p.row.head_dim, p.row.causal, p.row.seq_len): p
+          for p in preds if p.row.metric == "tflops"}
+    out = []
+    for (chip, kernel, dtype, d, causal, s), p in sorted(by.items()):
+        for name, other in (("causal/non-causal", (chip, kernel, dtype, d, False, s) if causal else None),
+                            ("hd64/hd128", (chip, kernel, dtype, 128, causal, s) if d == 64 else None)):
+            q = by.get(other) if other else None
+            if q is None:
+                continue
+            meas, model = p.row.value / q.row.value, p.predicted / q.predicted
+            out.append({"chip": chip, "kernel": kernel, "dtype": dtype, "ratio": name, "head_dim": d,
+                        "causal": causal, "seq_len": s, "measured": meas, "model": model,
+                        "points": abs(model - meas) * 100})
+    return out
+
+
+@dataclass(frozen=True)
+class Validation:
+    groups: list[Group]
+    preds: list[Prediction]
+    not_modelled: dict[tuple[str, str], int]  # (chip as tabled, kernel) -> rows
+    ratios: list[dict]
+    tuning: dict[str, dict]  # "chip/style" -> the tuning the configs hold
+
+
+def run_validation(per_group: int | None = None, jobs: int = 1) -> Validation:
+    """Every modelled row of the shipped tables (or ``per_group`` rows of each group) through the model."""
+    from vfasim.validate import load_rows, modelled, subset
+
+    rows = subset(load_rows(), per_group)
+    mine = [r for r in rows if modelled(r)]
+    skipped: dict[tuple[str, str], int] = {}
+    for r in rows:
+        if not modelled(r):
+            skipped[(r.chip, r.kernel)] = skipped.get((r.chip, r.kernel), 0) + 1
+    preds = predict_all(mine, jobs=jobs)
+    tuning = {}
+    for chip in sorted({chip_name(r) for r in mine}):
+        cfg = load_hw(chip).chip
+        for style, t in (cfg.kernel_styles.items() if cfg is not None else ()):
+            tuning[f"{chip}/{style}"] = t.model_dump()
+    return Validation(groups(preds), preds, skipped, ratio_errors(preds), tuning)

@@ -1,0 +1,153 @@
+"""``vfasim validate`` output: the MAPE table, the worst rows and why, the ratio checks, the scatter.
+
+Consumes the groups and predictions of ``vfasim.calibrate``; computes only summaries of
+them (means, counts). Figures are drawn without pyplot and written atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+CHIP_COLORS = {"H100-SXM": "#4c72b0", "H200": "#55a868", "B200": "#c44e52", "B300": "#8172b2",
+               "Ascend-910B": "#dd8452"}
+KERNEL_MARKERS = {"fa2": "o", "fa3": "s", "pto_manual_fa": "D", "pto_jit_flash": "^"}
+
+
+def _mape(preds) -> float | None:
+    return float(np.mean([abs(p.error) for p in preds])) if preds else None
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def why(p) -> str:
+    """One line: model vs measured, and what the model says bounds the launch."""
+    r = p.row
+    unit = "TFLOP/s" if r.metric == "tflops" else "us"
+    util = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(p.utilization.items(), key=lambda kv: -kv[1]))
+    shape = f"{r.kernel} {r.dtype} d{r.head_dim} {'causal' if r.causal else 'non-causal'} seq {r.seq_len}"
+    shape += f" q {r.seq_len_q} batch {r.batch} heads {r.heads}" + (" decode" if r.decode else "")
+    return (f"{shape}: model {p.predicted:.1f} vs {r.value:.1f} {unit} ({100 * p.error:+.0f}%); "
+            f"bound {p.bound} ({util}); {p.waves} wave(s)")
+
+
+def to_doc(groups, not_modelled: dict, ratios: list[dict], fit_seq_lens, tuning: dict) -> dict:
+    """The JSON document: errors are fractions, not percent."""
+    return {
+        "groups": [{"chip": g.chip, "kernel": g.kernel, "style": g.style, "rows_fit": len(g.fit),
+                    "rows_heldout": len(g.heldout), "mape_fit": _mape(g.fit), "mape_heldout": _mape(g.heldout),
+                    "worst": [{"row": _row_doc(p.row), "predicted": p.predicted, "error": p.error,
+                               "bound": p.bound, "why": why(p)} for p in g.worst()]} for g in groups],
+        "not_modelled": [{"chip": c, "kernel": k, "rows": n} for (c, k), n in sorted(not_modelled.items())],
+        "ratios": ratios,
+        "fit_seq_lens": list(fit_seq_lens),
+        "tuning": tuning,
+    }
+
+
+def _row_doc(r) -> dict:
+    return {k: getattr(r, k) for k in ("table", "chip", "kernel", "dtype", "head_dim", "causal", "seq_len",
+                                       "seq_len_q", "batch", "heads", "kv_heads", "decode", "metric", "value")}
+
+
+def format_report(doc: dict) -> str:
+    lines = ["chip          kernel          style  fit rows  MAPE fit  held-out rows  MAPE held-out"]
+    for g in doc["groups"]:
+        lines.append(f"{g['chip']:<13} {g['kernel']:<15} {g['style']:<6} {g['rows_fit']:>8}  {_pct(g['mape_fit']):>8}"
+                     f"  {g['rows_heldout']:>13}  {_pct(g['mape_heldout']):>13}")
+    lines.append("")
+    lines.append("error = (model - measured) / measured of the table's quantity (TFLOP/s or latency)")
+    lines.append(f"fit rows: seq_len in {doc['fit_seq_lens']} of verified tables; every other row is held out")
+    lines += [f"tuning in the configs: {chip} {style}: {vals}" for (chip, style), vals in _tuning_items(doc)]
+    lines.append("")
+    lines.append("not modelled (no kernel style): " + (", ".join(
+        f"{n['chip']} {n['kernel']} ({n['rows']} rows)" for n in doc["not_modelled"]) or "none"))
+    lines.append("")
+    lines.append("worst rows and why:")
+    for g in doc["groups"]:
+        lines += [f"  {g['chip']} {w['why']}" for w in g["worst"]]
+    lines.append("")
+    lines += _ratio_lines(doc["ratios"])
+    return "\n".join(lines)
+
+
+def _tuning_items(doc: dict):
+    for key, vals in sorted(doc["tuning"].items()):
+        chip, style = key.split("/")
+        yield (chip, style), ", ".join(f"{k} {v:g}" for k, v in vals.items())
+
+
+def _ratio_lines(ratios: list[dict]) -> list[str]:
+    if not ratios:
+        return ["ratios: no pairs in the table"]
+    out = ["ratio checks (model vs measured, worst per chip x kernel x ratio; target: within 5 points):"]
+    worst: dict[tuple, dict] = {}
+    for r in ratios:
+        key = (r["chip"], r["kernel"], r["dtype"], r["ratio"])
+        if key not in worst or r["points"] > worst[key]["points"]:
+            worst[key] = r
+    for (chip, kernel, dtype, name), r in sorted(worst.items()):
+        mean = np.mean([x["points"] for x in ratios if (x["chip"], x["kernel"], x["dtype"], x["ratio"])
+                        == (chip, kernel, dtype, name)])
+        out.append(f"  {chip} {kernel} {dtype} {name}: mean {mean:.1f} points, worst {r['points']:.1f} "
+                   f"(d{r['head_dim']} {'causal' if r['causal'] else 'non-causal'} seq {r['seq_len']}: "
+                   f"model {r['model']:.3f} vs {r['measured']:.3f})")
+    return out
+
+
+def write_scatter(groups, out: Path) -> list[Path]:
+    """Predicted vs measured on log axes with y = x, one panel per quantity; PNG + SVG, atomically."""
+    preds = [p for g in groups for p in g.fit + g.heldout]
+    panels = [(m, [p for p in preds if p.row.metric == m]) for m in ("tflops", "latency_us")]
+    panels = [(m, ps) for m, ps in panels if ps]
+    fig = Figure(figsize=(5.5 * max(len(panels), 1), 5.2))
+    for i, (metric, ps) in enumerate(panels):
+        _panel(fig.add_subplot(1, len(panels), i + 1), metric, ps)
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    return [_save_atomic(fig, out / f"validate_scatter.{ext}") for ext in ("png", "svg")]
+
+
+def _panel(ax, metric: str, ps) -> None:
+    meas = np.array([p.row.value for p in ps])
+    pred = np.array([p.predicted for p in ps])
+    lo, hi = min(meas.min(), pred.min()) / 1.3, max(meas.max(), pred.max()) * 1.3
+    ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="y = x")
+    ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="0.85", label="±10%")
+    seen = set()
+    for p in ps:
+        chip = p.row.chip if p.row.chip not in CHIP_COLORS else p.row.chip
+        label = f"{chip} {p.row.kernel} {p.row.dtype}"
+        color = next((c for k, c in CHIP_COLORS.items() if chip.startswith(k.split("-")[0])), "0.3")
+        ax.scatter(p.row.value, p.predicted, marker=KERNEL_MARKERS.get(p.row.kernel, "x"), s=22,
+                   facecolors=color if p.row.fit else "none", edgecolors=color,
+                   label=None if label in seen else label)
+        seen.add(label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    unit = "forward TFLOP/s" if metric == "tflops" else "latency (us)"
+    ax.set_xlabel(f"measured {unit}")
+    ax.set_ylabel(f"model {unit}")
+    ax.set_title(f"{unit}: filled = fit rows, hollow = held out", fontsize=9)
+    ax.legend(fontsize=6, loc="upper left")
+
+
+def _save_atomic(fig: Figure, path: Path) -> Path:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=130, format=path.suffix[1:])
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,208 @@
+"""``vfasim validate``: the chip model against the published measurements shipped in ``validation/``.
+
+Every row of every table is mapped to a built-in chip config (``CHIPS``) and a
+kernel style (``KERNELS``), run through the chip model in timing-only mode (the
+``fa2`` algorithm's trace does not depend on the data, so no numerics are
+computed) and compared with its measurement. Rows of kernels the model has no
+style for (cuDNN, Triton, vendor operators) are counted as "not modelled".
+
+Rules (printed with every report):
+- The error of a row is (predicted − measured) / measured of the table's own
+  quantity: forward TFLOP/s (FLOPs counted as the table counts them) or latency.
+  MAPE is the mean absolute error of a group; a row the model cannot run is an
+  error of the run, never skipped.
+- Tile shapes are the kernels' own choices (``TILES``, read from their sources);
+  no parameter depends on a row except through the model.
+- Fitting (``fit``) tunes a chip's kernel-style parameters (``StyleTuning``) on
+  the rows whose sequence length is in ``FIT_SEQ_LENS``; every other row is held
+  out. Rows of tables the validation README flags as unverified transcriptions
+  (``UNVERIFIED_TABLES``) are held out always. The fitted values live in the
+  chip configs, so ``vfasim run`` uses the same numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+
+from vfasim.errors import VfasimError
+from vfasim.hw import HardwareConfig, load_hw
+
+#: table chip name -> built-in config
+CHIPS = {"H100-SXM5-80GB": "H100-SXM", "H100": "H100-SXM", "H200": "H200", "B200": "B200",
+         "Ascend-910B2": "Ascend-910B"}
+#: table kernel name -> kernel style. The PTO kernels on Ascend run the cube/vector stages as a
+#: software pipeline with a score tile in flight, as the fa3 style's streams do (an approximation).
+KERNELS = {"fa2": "fa2", "fa3": "fa3", "pto_manual_fa": "fa3", "pto_jit_flash": "fa3"}
+#: table dtype -> matmul format
+FORMATS = {"fp16": "fp16", "16bit": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8_e4m3"}
+#: tables whose values are transcriptions the README asks not to fit on
+UNVERIFIED_TABLES = frozenset({"h100_fa3_fp8_forward.csv"})
+#: the declared fit rows: sequence lengths (every other length is held out)
+FIT_SEQ_LENS = (1024, 8192)
+DECODE_BLOCK_K = 128  # assumed, because FA3's split-KV decode tiles are not in the shipped facts
+CHIP_STYLES = ("fa2", "fa3")  # styles whose tuning `fit` sets, per chip
+
+
+def tile_shape(chip: str, style: str, head_dim: int) -> tuple[int, int]:
+    """(block_q, block_k) of a kernel, from its source; the fa3 style's block_q is one warp group's rows.
+
+    FA2 (flash_fwd_launch_template.h, non-dropout, Hopper): hd64 128x128, hd128 128x64, hd256 64x64.
+    FA3 (hopper/tile_size.h) uses 128-row tiles of two 64-row consumer warp groups, kBlockN 176 (hd128),
+    192 (hd64), 80 (hd256). The model keeps two fp32 score tiles and a separate P tile per stream in
+    registers (FA3 aliases P into S), so at hd <= 128 only kBlockN = 128 fits its register budget: that
+    is used, a known deviation. PTO FA on Ascend (pto-isa fa_cost_model.py): 128 x 256 tiles, run here as
+    two 64-row streams (its two vector cores take half the rows each).
+    """
+    if chip == "Ascend-910B":
+        return 64, 256
+    if style == "fa2":
+        return {64: (128, 128), 128: (128, 64)}.get(head_dim, (64, 64))
+    return (64, 128) if head_dim <= 128 else (64, 80)
+
+
+@dataclass(frozen=True)
+class Row:
+    table: str
+    chip: str  # as the table names it
+    kernel: str
+    dtype: str
+    head_dim: int
+    causal: bool
+    seq_len: int
+    seq_len_q: int
+    batch: int
+    heads: int
+    kv_heads: int
+    decode: bool
+    metric: str  # "tflops" or "latency_us"
+    value: float
+    clock_mhz: float | None
+
+    @property
+    def flops(self) -> float:
+        """FLOPs as the tables count them: 4 · seq_q · seq · d · heads · batch, halved when causal."""
+        f = 4.0 * self.seq_len_q * self.seq_len * self.head_dim * self.heads * self.batch
+        return f / 2 if self.causal else f
+
+    @property
+    def heldout_always(self) -> bool:
+        return self.table in UNVERIFIED_TABLES
+
+    @property
+    def fit(self) -> bool:
+        return not self.heldout_always and self.seq_len in FIT_SEQ_LENS
+
+
+def load_rows() -> list[Row]:
+    """Every row of every shipped table, in file order."""
+    root = resources.files("vfasim").joinpath("validation")
+    files = sorted((f for f in root.iterdir() if f.name.endswith(".csv")), key=lambda f: f.name)
+    return [_row(f.name, r) for f in files for r in csv.DictReader(f.read_text().splitlines())]
+
+
+def _row(table: str, r: dict) -> Row:
+    tflops = "tflops" in r
+    value = float(r["tflops"]) if tflops else float(r["value"])
+    if not tflops and (r["metric"], r["unit"]) != ("latency", "us"):
+        raise VfasimError(f"{table}: unknown measurement {r['metric']} in {r['unit']}")
+    return Row(table, r["chip"], r["kernel"], r["dtype"], int(r["head_dim"]), r["causal"] == "true",
+               int(r["seq_len"]), int(r.get("seq_len_q") or r["seq_len"]), int(r["batch"]), int(r["heads"]),
+               int(r.get("kv_heads") or r["heads"]), r.get("mode", "prefill") == "decode",
+               "tflops" if tflops else "latency_us", value,
+               float(r["clock_mhz"]) if r.get("clock_mhz") else None)
+
+
+def modelled(row: Row) -> bool:
+    return row.chip in CHIPS and row.kernel in KERNELS and row.dtype in FORMATS
+
+
+@dataclass(frozen=True)
+class Prediction:
+    row: Row
+    predicted: float  # in the row's metric
+    bound: str  # what bounds the chip in the model
+    utilization: dict[str, float]
+    waves: int
+
+    @property
+    def error(self) -> float:
+        return (self.predicted - self.row.value) / self.row.value
+
+
+def predict(row: Row, config: HardwareConfig | None = None) -> Prediction:
+    """The model's figure for one row (timing only), on ``config`` or the row's built-in chip."""
+    from vfasim.api import run
+
+    hw = config or load_hw(CHIPS[row.chip])
+    if row.clock_mhz is not None:
+        hw = hw.model_copy(update={"clock_ghz": row.clock_mhz / 1e3})
+    style = KERNELS[row.kernel]
+    bq, bk = tile_shape(hw.name, style, row.head_dim)
+    if row.decode:
+        bk = DECODE_BLOCK_K
+    res = run(hw, "fa2", seq_len=row.seq_len, head_dim=row.head_dim, block_q=bq, block_k=bk, causal=row.causal,
+              heads=row.heads, kv_heads=row.kv_heads, batch=row.batch, decode=row.decode,
+              queries=row.seq_len_q if row.decode else 1, kernel_style=style,
+              matmul_format=FORMATS[row.dtype], numerics_heads=0)
+    seconds = res.latency_cycles / (hw.clock_ghz * 1e9)
+    value = row.flops / seconds / 1e12 if row.metric == "tflops" else seconds * 1e6
+    chip = res.chip
+    return Prediction(row, value, str(chip["bound"]), dict(chip["utilization"]), int(chip["waves"]))
+
+
+def predict_all(rows: list[Row], configs: dict[str, HardwareConfig] | None = None, jobs: int = 1) -> list[Prediction]:
+    """Predictions in row order; ``jobs`` > 1 spreads rows over processes (same results)."""
+    configs = configs or {}
+    args = [(r, configs.get(CHIPS[r.chip])) for r in rows]
+    if jobs <= 1 or len(rows) < 2:
+        return [predict(r, c) for r, c in args]
+    with ProcessPoolExecutor(jobs) as pool:
+        return list(pool.map(_predict_star, args, chunksize=max(1, len(args) // (4 * jobs))))
+
+
+def _predict_star(args: tuple) -> Prediction:
+    return predict(*args)
+
+
+def subset(rows: list[Row], per_group: int | None) -> list[Row]:
+    """At most ``per_group`` rows of each (chip, kernel) group, evenly spread over the group (None: all)."""
+    if per_group is None:
+        return rows
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.chip, r.kernel), []).append(r)
+    keep = set()
+    for members in groups.values():
+        idx = np.unique(np.linspace(0, len(members) - 1, min(per_group, len(members))).round().astype(int))
+        keep.update(id(members[i]) for i in idx)
+    return [r for r in rows if id(r) in keep]
+
+
+def with_tuning(config: HardwareConfig, style: str, **fields: float) -> HardwareConfig:
+    """``config`` with kernel style ``style``'s tuning fields replaced."""
+    from vfasim.hw.chip import StyleTuning
+
+    chip = config.chip
+    if chip is None:
+        raise VfasimError(f"{config.name} has no chip section")
+    old = chip.kernel_styles.get(style, StyleTuning())
+    styles = {**chip.kernel_styles, style: StyleTuning(**{**old.model_dump(), **fields})}
+    return config.model_copy(update={"chip": chip.model_copy(update={"kernel_styles": styles})})
+
+
+def chip_name(row: Row) -> str:
+    return CHIPS[row.chip]
+
+
+def group_key(p: Prediction) -> tuple[str, str]:
+    return chip_name(p.row), p.row.kernel
+
+
+def mape(preds: list[Prediction]) -> float | None:
+    return float(np.mean([abs(p.error) for p in preds])) if preds else None
+
