@@ -68,8 +68,12 @@ def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1) -> Fitted |
     for _ in range(ROUNDS):
         for name, (lo, hi) in RANGES.items():
             values[name] = _golden(lambda x, n=name: loss(**{n: x}), lo, hi)
-    bound = [n for n, (lo, hi) in RANGES.items() if min(values[n] - lo, hi - values[n]) <= 0.01 * (hi - lo)]
-    return Fitted(chip, style, values, bound, len(mine), loss())
+    return Fitted(chip, style, values, at_bound(values), len(mine), loss())
+
+
+def at_bound(values: dict[str, float]) -> list[str]:
+    """Names of the values within 1% of either end of their fit range."""
+    return [n for n, (lo, hi) in RANGES.items() if min(values[n] - lo, hi - values[n]) <= 0.01 * (hi - lo)]
 
 
 def _tuned(base: HardwareConfig, style: str, values: dict[str, float]) -> HardwareConfig:

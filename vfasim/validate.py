@@ -175,7 +175,7 @@ def subset(rows: list[Row], per_group: int | None) -> list[Row]:
         return rows
     groups: dict[tuple[str, str], list[Row]] = {}
     for r in rows:
-        groups.setdefault((r.chip, r.kernel), []).append(r)
+        groups.setdefault((CHIPS.get(r.chip, r.chip), r.kernel), []).append(r)
     keep = set()
     for members in groups.values():
         idx = np.unique(np.linspace(0, len(members) - 1, min(per_group, len(members))).round().astype(int))

@@ -1,0 +1,106 @@
+"""vfasim validate: the model against the shipped measurements, at a reduced table size."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vfasim.calibrate import _golden, at_bound
+from vfasim.cli import main
+from vfasim.hw import load_hw
+from vfasim.validate import (
+    FIT_SEQ_LENS,
+    UNVERIFIED_TABLES,
+    load_rows,
+    mape,
+    modelled,
+    predict_all,
+    subset,
+)
+
+GROUP_KEYS = {"chip", "kernel", "style", "rows_fit", "rows_heldout", "mape_fit", "mape_heldout", "worst"}
+
+
+@pytest.fixture(scope="module")
+def doc():
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        status = main(["validate", "--rows", "1", "--json", "--jobs", "1"])
+    assert status == 0
+    return json.loads(buf.getvalue())
+
+
+def test_json_has_the_documented_keys_and_errors_are_fractions(doc):
+    assert doc["groups"]
+    for g in doc["groups"]:
+        assert GROUP_KEYS <= set(g)
+        rows = g["rows_fit"] + g["rows_heldout"]
+        assert rows == 1 and len(g["worst"]) == 1  # one row per group at --rows 1
+        w = g["worst"][0]
+        expect = (w["predicted"] - w["row"]["value"]) / w["row"]["value"]
+        assert w["error"] == pytest.approx(expect)
+        shown = g["mape_fit"] if g["rows_fit"] else g["mape_heldout"]
+        assert shown == pytest.approx(abs(expect))  # a fraction, not percent
+
+
+def test_rows_without_a_kernel_style_are_counted_not_dropped(doc):
+    counted = {(n["chip"], n["kernel"]): n["rows"] for n in doc["not_modelled"]}
+    rows = subset(load_rows(), 1)
+    expect = {}
+    for r in rows:
+        if not modelled(r):
+            expect[(r.chip, r.kernel)] = expect.get((r.chip, r.kernel), 0) + 1
+    assert counted == expect and ("H100-SXM5-80GB", "cudnn") in counted
+    assert sum(g["rows_fit"] + g["rows_heldout"] for g in doc["groups"]) + sum(counted.values()) == len(rows)
+
+
+def test_unverified_transcriptions_are_never_fit_rows():
+    rows = load_rows()
+    fp8 = [r for r in rows if r.table in UNVERIFIED_TABLES]
+    assert fp8 and not any(r.fit for r in fp8)
+    assert all(r.fit == (r.seq_len in FIT_SEQ_LENS) for r in rows if r.table not in UNVERIFIED_TABLES)
+
+
+def test_a_planted_wrong_config_makes_the_error_grow():
+    rows = [r for r in load_rows() if modelled(r) and r.chip == "H100-SXM5-80GB" and r.kernel == "fa3"
+            and r.dtype == "fp16" and r.head_dim == 128 and r.seq_len in (1024, 2048)]
+    good = load_hw("H100-SXM")
+    pipes = {n: p.model_copy(update={"throughput": {d: 4 * v for d, v in p.throughput.items()}})
+             for n, p in good.pipelines.items()}
+    chip = good.chip.model_copy(update={
+        "l2": good.chip.l2.model_copy(update={"bandwidth_gb_per_s": 4 * good.chip.l2.bandwidth_gb_per_s}),
+        "hbm": good.chip.hbm.model_copy(update={"bandwidth_gb_per_s": 4 * good.chip.hbm.bandwidth_gb_per_s})})
+    planted = good.model_copy(update={"pipelines": pipes, "chip": chip})
+    right, wrong = mape(predict_all(rows)), mape(predict_all(rows, {"H100-SXM": planted}))
+    assert right is not None and wrong is not None and wrong > right + 0.5
+
+
+def test_golden_search_and_the_at_bound_flag():
+    assert _golden(lambda x: (x - 0.6) ** 2, 0.3, 1.0) == pytest.approx(0.6, abs=0.03)
+    assert at_bound({"tensor_efficiency": 1.0, "unit_overhead_cycles": 5000.0}) == ["tensor_efficiency"]
+    assert at_bound({"tensor_efficiency": 0.6, "unit_overhead_cycles": 0.0}) == ["unit_overhead_cycles"]
+
+
+def test_the_text_report_and_the_scatter(tmp_path, capsys):
+    assert main(["validate", "--rows", "1", "--jobs", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "MAPE held-out" in out and "not modelled" in out and "worst rows and why" in out
+    assert (tmp_path / "validate_scatter.png").stat().st_size > 0
+    assert (tmp_path / "validate_scatter.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_bad_rows_option_is_one_line_error(capsys):
+    assert main(["validate", "--rows", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: --rows must be >= 1")
+
+
+def test_subset_is_deterministic_and_keeps_each_groups_ends():
+    rows = load_rows()
+    a, b = subset(rows, 2), subset(rows, 2)
+    assert a == b and len(a) < len(rows)
+    fa2 = [r for r in rows if r.chip == "H100-SXM5-80GB" and r.kernel == "fa2"]
+    assert [r for r in a if r.chip == "H100-SXM5-80GB" and r.kernel == "fa2"] == [fa2[0], fa2[-1]]
