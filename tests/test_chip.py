@@ -195,8 +195,8 @@ def test_trace_dtype_the_config_cannot_price_is_refused():
      "kernel styles need a config with a chip section"),
     (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--kernel-style", "fa9"],
      "unknown kernel style 'fa9'"),
-    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--dispatch", "greedy"],
-     "unknown dispatch policy 'greedy'"),
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--dispatch", "fifo"],
+     "unknown dispatch policy 'fifo'"),
 ])
 def test_bad_chip_input_is_one_line_and_writes_nothing(args, message, tmp_path, capsys):
     out = tmp_path / "t.json"
@@ -231,3 +231,17 @@ def test_long_units_extrapolated_from_two_short_runs_match_the_full_simulation(m
     full = [vfasim.run("H100-SXM", "fa2", kernel_style=s, block_q=bq, block_k=bk, **shape).latency_cycles
             for s, bq, bk in (("fa2", 128, 64), ("fa3", 64, 128))]
     assert fast == full
+
+
+def test_greedy_dispatch_takes_units_in_launch_order_as_slots_free(tmp_path):
+    hw = load_hw(toy(tmp_path, ""))  # 2 cores, one stream each, no shared memory
+    trace = trace_only(Tiling(512, 512, 64, 64, 64, True, 1, 1), "fa2")
+    geo = Geometry(1, 1, 1, 8, 8, False, True, 1.0, True)
+    res = simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, TileShape(64, 64, 64, 2, 2, 2), policy="greedy")
+    t = res.times
+    assert np.all(np.diff(t.start) >= 0)  # launch order
+    for slot in np.unique(t.slot):  # a slot never idles while units wait: each unit starts as the last ends
+        mine = np.flatnonzero(t.slot == slot)
+        assert t.start[mine[0]] == 0 and np.allclose(t.start[mine[1:]], t.end[mine[:-1]])
+    waves = simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, TileShape(64, 64, 64, 2, 2, 2), policy="waves")
+    assert t.end.max() <= waves.times.end.max()  # causal units of growing length: no slot idles early

@@ -67,7 +67,7 @@ def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1) -> Fitted |
 
     for _ in range(ROUNDS):
         for name, (lo, hi) in RANGES.items():
-            values[name] = _golden(lambda x, n=name: loss(**{n: x}), lo, hi)
+            values[name] = float(_golden(lambda x, n=name: loss(**{n: x}), lo, hi))
     return Fitted(chip, style, values, at_bound(values), len(mine), loss())
 
 

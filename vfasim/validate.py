@@ -44,6 +44,9 @@ FORMATS = {"fp16": "fp16", "16bit": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8_e4m
 UNVERIFIED_TABLES = frozenset({"h100_fa3_fp8_forward.csv"})
 #: the declared fit rows: sequence lengths (every other length is held out)
 FIT_SEQ_LENS = (1024, 8192)
+#: dispatch: GPUs hand each thread block to whichever SM frees (greedy, in launch order); the PTO
+#: kernels on Ascend give each AI core a fixed stride of tiles (waves)
+DISPATCH = {"Ascend-910B": "waves"}
 DECODE_BLOCK_K = 128  # assumed, because FA3's split-KV decode tiles are not in the shipped facts
 CHIP_STYLES = ("fa2", "fa3")  # styles whose tuning `fit` sets, per chip
 
@@ -148,7 +151,7 @@ def predict(row: Row, config: HardwareConfig | None = None) -> Prediction:
     res = run(hw, "fa2", seq_len=row.seq_len, head_dim=row.head_dim, block_q=bq, block_k=bk, causal=row.causal,
               heads=row.heads, kv_heads=row.kv_heads, batch=row.batch, decode=row.decode,
               queries=row.seq_len_q if row.decode else 1, kernel_style=style,
-              matmul_format=FORMATS[row.dtype], numerics_heads=0)
+              matmul_format=FORMATS[row.dtype], numerics_heads=0, dispatch=DISPATCH.get(hw.name, "greedy"))
     seconds = res.latency_cycles / (hw.clock_ghz * 1e9)
     value = row.flops / seconds / 1e12 if row.metric == "tflops" else seconds * 1e6
     chip = res.chip

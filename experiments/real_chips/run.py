@@ -25,6 +25,7 @@ from vfasim import run
 from vfasim.hw import load_hw
 from vfasim.hw.formats import supported_formats
 from vfasim.report.tables import write_table
+from vfasim.validate import DISPATCH
 
 HERE = Path(__file__).resolve().parent
 CHIPS = ("H100-SXM", "H200", "B200", "B300", "Ascend-910B")
@@ -60,6 +61,7 @@ def shape(mode: str, args: argparse.Namespace, style: str) -> dict:
 def one(chip: str, fmt: str, mode: str, variant: str, args: argparse.Namespace) -> dict:
     algo, style, opts = VARIANTS[variant]
     res = run(chip, algo, head_dim=args.head_dim, kernel_style=style, matmul_format=fmt,
+              dispatch=DISPATCH.get(chip, "greedy"),
               numerics_heads=args.numerics_heads, **shape(mode, args, style), **opts)
     num = res.numerics
     return {"chip": chip, "format": fmt, "mode": mode, "variant": variant, "latency_us": res.latency_us,

@@ -4,6 +4,8 @@ A small deterministic event loop over work units (not ops). Each core has
 ``streams`` slots; a slot runs one unit at a time. Dispatch policies:
 - ``waves``: unit i goes to slot i mod (cores × streams) — units dealt to the
   cores in order, in waves; a slot runs its units one after another.
+- ``greedy``: one queue in launch order; each slot that frees takes the next
+  unit (a GPU's hardware block scheduler handing thread blocks to free SMs).
 - ``persistent``: one queue (longest unit first for causal launches); each slot
   that frees takes the next unit.
 Slot s sits on core s mod cores, so the first wave spreads over all cores.
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-POLICIES = ("waves", "persistent")
+POLICIES = ("waves", "greedy", "persistent")
 BOUNDS = ("compute", "l2", "hbm", "latency")
 EPS = 1e-9
 
@@ -52,7 +54,7 @@ class LaunchTimes:
 
 
 def dispatch_queues(n_units: int, slots: int, policy: str, order: np.ndarray) -> list[list[int]]:
-    """Per-slot unit lists (waves) or one queue shared by every slot (persistent), in order."""
+    """Per-slot unit lists (waves) or one queue shared by every slot (greedy, persistent), in order."""
     if policy == "waves":
         return [list(range(s, n_units, slots)) for s in range(slots)]
     return [order.tolist()]
