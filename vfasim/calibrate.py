@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vfasim.hw import HardwareConfig, load_hw
+from vfasim.hw import HardwareConfig, builtin_names, load_hw
 from vfasim.validate import (
     CHIP_STYLES,
     CHIPS,
@@ -150,6 +150,7 @@ class Validation:
     not_modelled: dict[tuple[str, str], int]  # (chip as tabled, kernel) -> rows
     ratios: list[dict]
     tuning: dict[str, dict]  # "chip/style" -> the tuning the configs hold
+    chips_without_rows: list[str]  # built-in chips (with a chip section) no shipped row measures
 
 
 def run_validation(per_group: int | None = None, jobs: int = 1) -> Validation:
@@ -167,5 +168,7 @@ def run_validation(per_group: int | None = None, jobs: int = 1) -> Validation:
     for chip in sorted({chip_name(r) for r in mine}):
         cfg = load_hw(chip).chip
         for style, t in (cfg.kernel_styles.items() if cfg is not None else ()):
-            tuning[f"{chip}/{style}"] = t.model_dump()
-    return Validation(groups(preds), preds, skipped, ratio_errors(preds), tuning)
+            tuning[f"{chip}/{style}"] = {**t.model_dump(), "at_bound": at_bound(t.model_dump())}
+    measured = {CHIPS[r.chip] for r in load_rows() if r.chip in CHIPS}
+    chips = [n for n in builtin_names() if load_hw(n).chip is not None and n not in measured]
+    return Validation(groups(preds), preds, skipped, ratio_errors(preds), tuning, chips)

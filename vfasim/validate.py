@@ -154,8 +154,9 @@ def predict(row: Row, config: HardwareConfig | None = None) -> Prediction:
               matmul_format=FORMATS[row.dtype], numerics_heads=0, dispatch=DISPATCH.get(hw.name, "greedy"))
     seconds = res.latency_cycles / (hw.clock_ghz * 1e9)
     value = row.flops / seconds / 1e12 if row.metric == "tflops" else seconds * 1e6
-    chip = res.chip
-    return Prediction(row, value, str(chip["bound"]), dict(chip["utilization"]), int(chip["waves"]))
+    chip: dict = res.chip
+    util = {k: float(v) for k, v in chip["utilization"].items()}
+    return Prediction(row, value, str(chip["bound"]), util, int(chip["waves"]))
 
 
 def predict_all(rows: list[Row], configs: dict[str, HardwareConfig] | None = None, jobs: int = 1) -> list[Prediction]:
@@ -179,7 +180,7 @@ def subset(rows: list[Row], per_group: int | None) -> list[Row]:
     groups: dict[tuple[str, str], list[Row]] = {}
     for r in rows:
         groups.setdefault((CHIPS.get(r.chip, r.chip), r.kernel), []).append(r)
-    keep = set()
+    keep: set[int] = set()
     for members in groups.values():
         idx = np.unique(np.linspace(0, len(members) - 1, min(per_group, len(members))).round().astype(int))
         keep.update(id(members[i]) for i in idx)

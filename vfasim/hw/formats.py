@@ -14,6 +14,8 @@ Assumptions (the scaling a shipping kernel uses):
 
 from __future__ import annotations
 
+from typing import Literal
+
 from vfasim.errors import VfasimError
 from vfasim.hw.config import HardwareConfig, OperandScaling, PrecisionSpec
 
@@ -22,7 +24,8 @@ _FP8 = OperandScaling(q="per_tensor", k="per_tensor", v="per_tensor", p="none")
 _FP4 = OperandScaling(q="per_block", k="per_block", v="per_block", p="per_block")
 
 #: user-facing name -> (matmul data type, operand scaling, block scale rule)
-MATMUL_FORMATS: dict[str, tuple[str, OperandScaling, str | None]] = {
+BlockScale = Literal["mxfp4", "nvfp4", "mx"] | None
+MATMUL_FORMATS: dict[str, tuple[str, OperandScaling, BlockScale]] = {
     "fp16": ("float16", _NONE, None),
     "bf16": ("bfloat16", _NONE, None),
     "fp8_e4m3": ("float8_e4m3", _FP8, None),

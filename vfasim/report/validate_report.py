@@ -37,7 +37,8 @@ def why(p) -> str:
             f"bound {p.bound} ({util}); {p.waves} wave(s)")
 
 
-def to_doc(groups, not_modelled: dict, ratios: list[dict], fit_seq_lens, tuning: dict) -> dict:
+def to_doc(groups, not_modelled: dict, ratios: list[dict], fit_seq_lens, tuning: dict,
+           chips_without_rows: list[str]) -> dict:
     """The JSON document: errors are fractions, not percent."""
     return {
         "groups": [{"chip": g.chip, "kernel": g.kernel, "style": g.style, "rows_fit": len(g.fit),
@@ -45,6 +46,7 @@ def to_doc(groups, not_modelled: dict, ratios: list[dict], fit_seq_lens, tuning:
                     "worst": [{"row": _row_doc(p.row), "predicted": p.predicted, "error": p.error,
                                "bound": p.bound, "why": why(p)} for p in g.worst()]} for g in groups],
         "not_modelled": [{"chip": c, "kernel": k, "rows": n} for (c, k), n in sorted(not_modelled.items())],
+        "chips_without_rows": chips_without_rows,
         "ratios": ratios,
         "fit_seq_lens": list(fit_seq_lens),
         "tuning": tuning,
@@ -68,6 +70,7 @@ def format_report(doc: dict) -> str:
     lines.append("")
     lines.append("not modelled (no kernel style): " + (", ".join(
         f"{n['chip']} {n['kernel']} ({n['rows']} rows)" for n in doc["not_modelled"]) or "none"))
+    lines.append("built-in chips with no published row: " + (", ".join(doc["chips_without_rows"]) or "none"))
     lines.append("")
     lines.append("worst rows and why:")
     for g in doc["groups"]:
@@ -80,7 +83,8 @@ def format_report(doc: dict) -> str:
 def _tuning_items(doc: dict):
     for key, vals in sorted(doc["tuning"].items()):
         chip, style = key.split("/")
-        yield (chip, style), ", ".join(f"{k} {v:g}" for k, v in vals.items())
+        text = ", ".join(f"{k} {v:g}" for k, v in vals.items() if k != "at_bound")
+        yield (chip, style), text + (f" (at bound: {', '.join(vals['at_bound'])})" if vals["at_bound"] else "")
 
 
 def _ratio_lines(ratios: list[dict]) -> list[str]:
@@ -122,7 +126,7 @@ def _panel(ax, metric: str, ps) -> None:
     ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="0.85", label="±10%")
     seen = set()
     for p in ps:
-        chip = p.row.chip if p.row.chip not in CHIP_COLORS else p.row.chip
+        chip = p.row.chip
         label = f"{chip} {p.row.kernel} {p.row.dtype}"
         color = next((c for k, c in CHIP_COLORS.items() if chip.startswith(k.split("-")[0])), "0.3")
         ax.scatter(p.row.value, p.predicted, marker=KERNEL_MARKERS.get(p.row.kernel, "x"), s=22,
