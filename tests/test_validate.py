@@ -17,6 +17,7 @@ from vfasim.validate import (
     modelled,
     predict_all,
     subset,
+    why_not,
 )
 
 GROUP_KEYS = {"chip", "kernel", "style", "rows_fit", "rows_heldout", "mape_fit", "mape_heldout", "worst"}
@@ -39,7 +40,7 @@ def test_json_has_the_documented_keys_and_errors_are_fractions(doc):
     for g in doc["groups"]:
         assert GROUP_KEYS <= set(g)
         rows = g["rows_fit"] + g["rows_heldout"]
-        assert rows == 1 and len(g["worst"]) == 1  # one row per group at --rows 1
+        assert rows == 1 and len(g["worst"]) == 1  # one row per (chip, kernel, format, mode) at --rows 1
         w = g["worst"][0]
         expect = (w["predicted"] - w["row"]["value"]) / w["row"]["value"]
         assert w["error"] == pytest.approx(expect)
@@ -48,13 +49,13 @@ def test_json_has_the_documented_keys_and_errors_are_fractions(doc):
 
 
 def test_rows_without_a_kernel_style_are_counted_not_dropped(doc):
-    counted = {(n["chip"], n["kernel"]): n["rows"] for n in doc["not_modelled"]}
+    counted = {(n["chip"], n["kernel"], n["reason"]): n["rows"] for n in doc["not_modelled"]}
     rows = subset(load_rows(), 1)
-    expect = {}
+    expect: dict = {}
     for r in rows:
         if not modelled(r):
-            expect[(r.chip, r.kernel)] = expect.get((r.chip, r.kernel), 0) + 1
-    assert counted == expect and ("H100-SXM5-80GB", "cudnn") in counted
+            expect[(r.chip, r.kernel, why_not(r))] = expect.get((r.chip, r.kernel, why_not(r)), 0) + 1
+    assert counted == expect and ("H100-SXM5-80GB", "cudnn", "no kernel style") in counted
     assert sum(g["rows_fit"] + g["rows_heldout"] for g in doc["groups"]) + sum(counted.values()) == len(rows)
 
 
@@ -102,5 +103,5 @@ def test_subset_is_deterministic_and_keeps_each_groups_ends():
     rows = load_rows()
     a, b = subset(rows, 2), subset(rows, 2)
     assert a == b and len(a) < len(rows)
-    fa2 = [r for r in rows if r.chip == "H100-SXM5-80GB" and r.kernel == "fa2"]
+    fa2 = [r for r in rows if r.chip == "H100-SXM5-80GB" and r.kernel == "fa2"]  # one group: fp16 prefill
     assert [r for r in a if r.chip == "H100-SXM5-80GB" and r.kernel == "fa2"] == [fa2[0], fa2[-1]]

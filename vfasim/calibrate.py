@@ -107,6 +107,8 @@ def fit_all(rows: list[Row], jobs: int = 1) -> list[Fitted]:
 class Group:
     chip: str
     kernel: str
+    dtype: str
+    mode: str
     style: str
     fit: list[Prediction]
     heldout: list[Prediction]
@@ -116,13 +118,13 @@ class Group:
 
 
 def groups(preds: list[Prediction]) -> list[Group]:
-    """Predictions grouped by (chip, kernel), in first-seen order; fit vs held-out split by the row."""
-    out: dict[tuple[str, str], Group] = {}
+    """Predictions grouped by (chip, kernel, format, mode), sorted; fit vs held-out split by the row."""
+    out: dict[tuple[str, str, str, str], Group] = {}
     for p in preds:
         key = group_key(p)
-        g = out.setdefault(key, Group(key[0], key[1], KERNELS[p.row.kernel], [], []))
+        g = out.setdefault(key, Group(*key, KERNELS[p.row.kernel], [], []))
         (g.fit if p.row.fit else g.heldout).append(p)
-    return sorted(out.values(), key=lambda g: (g.chip, g.kernel))
+    return sorted(out.values(), key=lambda g: (g.chip, g.kernel, g.dtype, g.mode))
 
 
 def ratio_errors(preds: list[Prediction]) -> list[dict]:
@@ -147,7 +149,7 @@ def ratio_errors(preds: list[Prediction]) -> list[dict]:
 class Validation:
     groups: list[Group]
     preds: list[Prediction]
-    not_modelled: dict[tuple[str, str], int]  # (chip as tabled, kernel) -> rows
+    not_modelled: dict[tuple[str, str, str], int]  # (chip as tabled, kernel, reason) -> rows
     ratios: list[dict]
     tuning: dict[str, dict]  # "chip/style" -> the tuning the configs hold
     chips_without_rows: list[str]  # built-in chips (with a chip section) no shipped row measures
@@ -155,14 +157,15 @@ class Validation:
 
 def run_validation(per_group: int | None = None, jobs: int = 1) -> Validation:
     """Every modelled row of the shipped tables (or ``per_group`` rows of each group) through the model."""
-    from vfasim.validate import load_rows, modelled, subset
+    from vfasim.validate import load_rows, modelled, subset, why_not
 
     rows = subset(load_rows(), per_group)
     mine = [r for r in rows if modelled(r)]
-    skipped: dict[tuple[str, str], int] = {}
+    skipped: dict[tuple[str, str, str], int] = {}
     for r in rows:
         if not modelled(r):
-            skipped[(r.chip, r.kernel)] = skipped.get((r.chip, r.kernel), 0) + 1
+            key = (r.chip, r.kernel, why_not(r))
+            skipped[key] = skipped.get(key, 0) + 1
     preds = predict_all(mine, jobs=jobs)
     tuning = {}
     for chip in sorted({chip_name(r) for r in mine}):

@@ -120,8 +120,24 @@ def _row(table: str, r: dict) -> Row:
                float(r["clock_mhz"]) if r.get("clock_mhz") else None)
 
 
+def why_not(row: Row) -> str:
+    """Why the model does not run a row ('' when it does)."""
+    if row.chip not in CHIPS:
+        return "no built-in chip"
+    if row.kernel not in KERNELS:
+        return "no kernel style"
+    if row.dtype not in FORMATS:
+        return "unknown format"
+    return "" if row.decode or row.seq_len_q == row.seq_len else "prefill with fewer queries than keys"
+
+
 def modelled(row: Row) -> bool:
-    return row.chip in CHIPS and row.kernel in KERNELS and row.dtype in FORMATS
+    """A row the model can run: known chip, kernel style and format, and (prefill) as many queries as keys.
+
+    The model's prefill has seq_len_q = seq_len; a shorter query block against a longer K/V in one
+    prefill launch (the PTO JIT rows) is not modelled.
+    """
+    return why_not(row) == ""
 
 
 @dataclass(frozen=True)
@@ -174,12 +190,12 @@ def _predict_star(args: tuple) -> Prediction:
 
 
 def subset(rows: list[Row], per_group: int | None) -> list[Row]:
-    """At most ``per_group`` rows of each (chip, kernel) group, evenly spread over the group (None: all)."""
+    """At most ``per_group`` rows of each ``row_group``, evenly spread over the group (None: all)."""
     if per_group is None:
         return rows
-    groups: dict[tuple[str, str], list[Row]] = {}
+    groups: dict[tuple[str, str, str, str], list[Row]] = {}
     for r in rows:
-        groups.setdefault((CHIPS.get(r.chip, r.chip), r.kernel), []).append(r)
+        groups.setdefault(row_group(r), []).append(r)
     keep: set[int] = set()
     for members in groups.values():
         idx = np.unique(np.linspace(0, len(members) - 1, min(per_group, len(members))).round().astype(int))
@@ -203,8 +219,13 @@ def chip_name(row: Row) -> str:
     return CHIPS[row.chip]
 
 
-def group_key(p: Prediction) -> tuple[str, str]:
-    return chip_name(p.row), p.row.kernel
+def row_group(r: Row) -> tuple[str, str, str, str]:
+    """(chip, kernel, format, mode): FP8 and decode rows are reported apart from FP16 prefill."""
+    return CHIPS.get(r.chip, r.chip), r.kernel, FORMATS.get(r.dtype, r.dtype), "decode" if r.decode else "prefill"
+
+
+def group_key(p: Prediction) -> tuple[str, str, str, str]:
+    return row_group(p.row)
 
 
 def mape(preds: list[Prediction]) -> float | None:

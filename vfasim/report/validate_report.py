@@ -41,11 +41,13 @@ def to_doc(groups, not_modelled: dict, ratios: list[dict], fit_seq_lens, tuning:
            chips_without_rows: list[str]) -> dict:
     """The JSON document: errors are fractions, not percent."""
     return {
-        "groups": [{"chip": g.chip, "kernel": g.kernel, "style": g.style, "rows_fit": len(g.fit),
+        "groups": [{"chip": g.chip, "kernel": g.kernel, "dtype": g.dtype, "mode": g.mode, "style": g.style,
+                    "rows_fit": len(g.fit),
                     "rows_heldout": len(g.heldout), "mape_fit": _mape(g.fit), "mape_heldout": _mape(g.heldout),
                     "worst": [{"row": _row_doc(p.row), "predicted": p.predicted, "error": p.error,
                                "bound": p.bound, "why": why(p)} for p in g.worst()]} for g in groups],
-        "not_modelled": [{"chip": c, "kernel": k, "rows": n} for (c, k), n in sorted(not_modelled.items())],
+        "not_modelled": [{"chip": c, "kernel": k, "reason": why, "rows": n}
+                         for (c, k, why), n in sorted(not_modelled.items())],
         "chips_without_rows": chips_without_rows,
         "ratios": ratios,
         "fit_seq_lens": list(fit_seq_lens),
@@ -59,17 +61,18 @@ def _row_doc(r) -> dict:
 
 
 def format_report(doc: dict) -> str:
-    lines = ["chip          kernel          style  fit rows  MAPE fit  held-out rows  MAPE held-out"]
+    lines = ["chip         kernel         format    mode     style  fit rows  MAPE fit  held-out rows  MAPE held-out"]
     for g in doc["groups"]:
-        lines.append(f"{g['chip']:<13} {g['kernel']:<15} {g['style']:<6} {g['rows_fit']:>8}  {_pct(g['mape_fit']):>8}"
-                     f"  {g['rows_heldout']:>13}  {_pct(g['mape_heldout']):>13}")
+        lines.append(f"{g['chip']:<12} {g['kernel']:<14} {g['dtype']:<9} {g['mode']:<8} {g['style']:<6} "
+                     f"{g['rows_fit']:>8}  {_pct(g['mape_fit']):>8}  {g['rows_heldout']:>13}  "
+                     f"{_pct(g['mape_heldout']):>13}")
     lines.append("")
     lines.append("error = (model - measured) / measured of the table's quantity (TFLOP/s or latency)")
     lines.append(f"fit rows: seq_len in {doc['fit_seq_lens']} of verified tables; every other row is held out")
     lines += [f"tuning in the configs: {chip} {style}: {vals}" for (chip, style), vals in _tuning_items(doc)]
     lines.append("")
-    lines.append("not modelled (no kernel style): " + (", ".join(
-        f"{n['chip']} {n['kernel']} ({n['rows']} rows)" for n in doc["not_modelled"]) or "none"))
+    lines.append("not modelled: " + (", ".join(
+        f"{n['chip']} {n['kernel']} ({n['rows']} rows: {n['reason']})" for n in doc["not_modelled"]) or "none"))
     lines.append("built-in chips with no published row: " + (", ".join(doc["chips_without_rows"]) or "none"))
     lines.append("")
     lines.append("worst rows and why:")
