@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 CHIP_COLORS = {"H100-SXM": "#4c72b0", "H200": "#55a868", "B200": "#c44e52", "B300": "#8172b2",
                "Ascend-910B": "#dd8452"}
-KERNEL_MARKERS = {"fa2": "o", "fa3": "s", "pto_manual_fa": "D", "pto_jit_flash": "^"}
+KERNEL_MARKERS = {"fa2": "o", "fa3": "s", "pto_manual_fa": "D", "pto_jit_flash": "^"}  # fp8 rows: "v"
 
 
 def _mape(preds) -> float | None:
@@ -132,7 +132,8 @@ def _panel(ax, metric: str, ps) -> None:
         chip = p.row.chip
         label = f"{chip} {p.row.kernel} {p.row.dtype}"
         color = next((c for k, c in CHIP_COLORS.items() if chip.startswith(k.split("-")[0])), "0.3")
-        ax.scatter(p.row.value, p.predicted, marker=KERNEL_MARKERS.get(p.row.kernel, "x"), s=22,
+        marker = "v" if p.row.dtype.startswith("fp8") else KERNEL_MARKERS.get(p.row.kernel, "x")
+        ax.scatter(p.row.value, p.predicted, marker=marker, s=22,
                    facecolors=color if p.row.fit else "none", edgecolors=color,
                    label=None if label in seen else label)
         seen.add(label)
