@@ -106,10 +106,12 @@ DECODE = dict(seq_len=8192, head_dim=128, heads=8, kv_heads=2, batch=4, decode=T
 
 
 def test_decode_is_memory_bound_and_scales_with_hbm_bandwidth(tmp_path):
-    fast = tmp_path / "fast.yaml"
+    untuned = "  kernel_styles:\n    fa2:\n      tensor_efficiency: 1.0\n      unit_overhead_cycles: 0\n"
+    plain, fast = tmp_path / "plain.yaml", tmp_path / "fast.yaml"  # without the fitted per-unit overhead
+    plain.write_text("base: H100-SXM\nname: plain\nchip:\n" + untuned)
     fast.write_text("base: H100-SXM\nname: fast-hbm\nchip:\n  hbm:\n"
-                    "    bandwidth_gb_per_s: 6700  # assumed, because a test doubles HBM\n")
-    base = vfasim.run("H100-SXM", "fa2", **DECODE)
+                    "    bandwidth_gb_per_s: 6700  # assumed, because a test doubles HBM\n" + untuned)
+    base = vfasim.run(plain, "fa2", **DECODE)
     double = vfasim.run(fast, "fa2", **DECODE)
     assert base.chip["bound"] == "memory" and base.chip["unit_bounds"]["hbm"] >= 0.95 * base.chip["units"]
     kv = 4 * 2 * 8192 * 128 * 2 * 2  # every K/V byte read once from HBM (GQA groups packed)
