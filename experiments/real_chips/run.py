@@ -1,6 +1,6 @@
 """What VFA (and VSA) buy on real chips: predicted speedups over FA2- and FA4-style baselines.
 
-Usage: python experiments/real_chips/run.py [--seq-len 8192] [--decode-kv 32768] [--out DIR]
+Usage: python experiments/real_chips/run.py [--seq-len 2048] [--decode-kv 8192] [--out DIR]
 For every built-in real chip, every matmul format it supports among bf16 (fp16 on Ascend), fp8_e4m3
 and fp4, prefill and decode, it runs each variant below through the chip model and checks its
 numerics on a few heads (``--numerics-heads``). Speedups are latency ratios against the FA2-style
@@ -86,10 +86,10 @@ def study(args: argparse.Namespace, chips=CHIPS, variants=tuple(VARIANTS)) -> li
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seq-len", type=int, default=8192, help="prefill sequence length (default 8192)")
-    p.add_argument("--decode-kv", type=int, default=32768, help="decode K/V length (default 32768)")
-    p.add_argument("--decode-batch", type=int, default=8)
-    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--seq-len", type=int, default=2048, help="prefill sequence length (default 2048)")
+    p.add_argument("--decode-kv", type=int, default=8192, help="decode K/V length (default 8192)")
+    p.add_argument("--decode-batch", type=int, default=2)
+    p.add_argument("--heads", type=int, default=8)
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--numerics-heads", type=int, default=1, help="heads whose numerics are checked (default 1)")
     p.add_argument("--chips", default=",".join(CHIPS), help="comma list of chips")
