@@ -247,3 +247,10 @@ def test_greedy_dispatch_takes_units_in_launch_order_as_slots_free(tmp_path):
         assert t.start[mine[0]] == 0 and np.allclose(t.start[mine[1:]], t.end[mine[:-1]])
     waves = simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, TileShape(64, 64, 64, 2, 2, 2), policy="waves")
     assert t.end.max() <= waves.times.end.max()  # causal units of growing length: no slot idles early
+
+
+def test_skip_threshold_reaches_the_chip_timing():
+    shape = dict(seq_len=512, heads=2, head_dim=64, block_q=64, block_k=64, causal=True)
+    few, many = (vfasim.run("H100-SXM", "vsa", lam=lam, **shape) for lam in (1e-6, 0.5))
+    assert few.manifest["trace_digest"] != many.manifest["trace_digest"]
+    assert many.pipelines["tensor"]["busy_cycles"] < few.pipelines["tensor"]["busy_cycles"]

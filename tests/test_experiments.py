@@ -47,6 +47,7 @@ def test_mitigation_study_shows_what_each_removes_and_costs(tmp_path):
 def test_real_chips_predicts_each_variant_beside_its_numerics(tmp_path):
     study = load("real_chips")
     rows = study.main(["--seq-len", "256", "--decode-kv", "512", "--heads", "2", "--decode-batch", "1",
+                       "--prefill-batch", "1",
                        "--head-dim", "32", "--chips", "B300", "--out", str(tmp_path)])
     assert {r["format"] for r in rows} == {"bf16", "fp8_e4m3", "fp4"}  # B300 has all three
     assert {(r["mode"], r["variant"]) for r in rows} == {(m, v) for m in ("prefill", "decode") for v in study.VARIANTS}

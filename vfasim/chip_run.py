@@ -50,7 +50,7 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     group = heads // kv_heads if decode and queries == 1 else 1  # query heads packed into one tile
     unit_args = (group, seq_len, head_dim, group, block_k, causal and group == 1) if group > 1 else tiling_args
     trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, seed, workload,
-                                   decode, queries, api, group)
+                                   decode, queries, api, group, options.lam)
     tu = Tiling(*unit_args, heads // group, kv_heads)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative)
@@ -94,7 +94,8 @@ def _policy(algo: str, options, style) -> Policy:
     return policy
 
 
-def _trace(policy, precision, tiling_args, batch, heads, kv_heads, seed, workload, decode, queries, api, packed):
+def _trace(policy, precision, tiling_args, batch, heads, kv_heads, seed, workload, decode, queries, api, packed,
+           lam):
     """(trace, representative): one K/V-head group without data, or every head through the engine.
 
     ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads.
@@ -106,7 +107,7 @@ def _trace(policy, precision, tiling_args, batch, heads, kv_heads, seed, workloa
                        seed, decode, queries)
     q = wl.q.reshape(heads * batch, -1, wl.q.shape[-1])  # a group's query heads are adjacent
     t = Tiling(*tiling_args, heads * batch, kv_heads * batch)
-    return run_engine(q, wl.k, wl.v, t, policy, precision, decode=decode).trace, False
+    return run_engine(q, wl.k, wl.v, t, policy, precision, lam, decode=decode).trace, False
 
 
 def _shape(t: Tiling, precision) -> TileShape:

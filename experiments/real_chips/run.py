@@ -53,7 +53,8 @@ def shape(mode: str, args: argparse.Namespace, style: str) -> dict:
     """Prefill: one causal sequence; decode: one token per sequence against a long K/V cache (GQA)."""
     blocks = {"block_q": 128, "block_k": 64} if style == "fa2" else {"block_q": 64, "block_k": 128}
     if mode == "prefill":
-        return dict(seq_len=args.seq_len, batch=1, heads=args.heads, kv_heads=args.heads, causal=True, **blocks)
+        return dict(seq_len=args.seq_len, batch=args.prefill_batch, heads=args.heads, kv_heads=args.heads,
+                    causal=True, **blocks)
     return dict(seq_len=args.decode_kv, batch=args.decode_batch, heads=args.heads, kv_heads=max(1, args.heads // 4),
                 causal=False, decode=True, queries=1, **blocks)
 
@@ -88,7 +89,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seq-len", type=int, default=2048, help="prefill sequence length (default 2048)")
     p.add_argument("--decode-kv", type=int, default=8192, help="decode K/V length (default 8192)")
-    p.add_argument("--decode-batch", type=int, default=2)
+    p.add_argument("--prefill-batch", type=int, default=4)
+    p.add_argument("--decode-batch", type=int, default=8)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--numerics-heads", type=int, default=1, help="heads whose numerics are checked (default 1)")
