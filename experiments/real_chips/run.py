@@ -1,7 +1,7 @@
 """What VFA (and VSA) buy on real chips: predicted speedups over FA2- and FA4-style baselines.
 
 Usage: python experiments/real_chips/run.py [--seq-len 2048] [--decode-kv 8192] [--out DIR]
-For every built-in real chip, every matmul format it supports among bf16 (fp16 on Ascend), fp8_e4m3
+For every built-in real chip, every matmul format it supports among bf16 (fp16 when it has no bf16), fp8_e4m3
 and fp4, prefill and decode, it runs each variant below through the chip model and checks its
 numerics on a few heads (``--numerics-heads``). Speedups are latency ratios against the FA2-style
 and the FA4-style baseline of the same chip, format and mode. Writes DIR/results.csv and
