@@ -198,3 +198,17 @@ def test_points_sharing_numerics_run_the_engine_once_and_match_single_runs(monke
         alone = vfasim.run(sweep.HardwareConfig.model_validate(p.hw_doc), p.algo, **p.run_kwargs).to_dict()
         got = records[json.dumps(p.inputs, sort_keys=True)]
         assert {k: got[k] for k in alone} == json.loads(json.dumps(alone))
+
+
+def test_pareto_plot_marks_broken_points_and_skips_unchecked_runs(tmp_path, capsys):
+    status, _, err = cli(capsys, "sweep", "--hw", "C16V32", "--algo", "fa2,vsa", "--set", "lam=0.5",
+                         "--set", "numerics=full,off", *SMALL_ARGS, "--jobs", "1", "--out", str(tmp_path))
+    assert status == 0, err
+    frame = pd.read_csv(tmp_path / "results.csv")
+    assert set(frame["verdict"]) >= {"ok", "unchecked"} and "broken" in set(frame["verdict"])
+    svg = (tmp_path / "pareto.svg").read_text()
+    assert "numerics broken" in svg and "2 point(s) without checked numerics not shown" in svg
+    only_off = tmp_path / "off"
+    assert cli(capsys, "sweep", "--hw", "C16V32", "--algo", "fa2", "--set", "numerics=off", *SMALL_ARGS,
+               "--jobs", "1", "--out", str(only_off))[0] == 0
+    assert not (only_off / "pareto.png").exists()  # no checked run: no error axis to draw

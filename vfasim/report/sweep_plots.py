@@ -72,7 +72,7 @@ def write_sweep(frame: pd.DataFrame, x: str, series: list[str], out: Path) -> li
     written += plot_metric(frame, x, series, "latency_cycles", out / "latency", "latency (cycles)")
     written += plot_metric(frame, x, series, "speedup", out / "speedup", f"speedup vs first {x}")
     written += plot_shares(frame, x, series, out / "shares")
-    if "verdict" in frame:
+    if "verdict" in frame and frame["verdict"].isin(CHECKED).any():
         written += plot_pareto(frame, series + [x], out / "pareto")
     return written
 
@@ -105,6 +105,7 @@ def plot_metric(frame: pd.DataFrame, x: str, series: list[str], y: str, stem: Pa
     return _save(fig, stem)
 
 
+CHECKED = ("ok", "degraded", "broken")  # verdicts of runs whose numerics were checked
 VERDICT_STYLE = {"broken": {"marker": "X", "color": "#c00000", "ms": 12, "ls": ""},
                  "degraded": {"marker": "o", "mfc": "none", "color": "#e08000", "ms": 14, "ls": ""}}
 
@@ -126,11 +127,15 @@ def plot_pareto(frame: pd.DataFrame, series: list[str], stem: Path) -> list[Path
 
     Error is the relative error vs the float64 oracle (log scale). A broken run's error may be
     NaN (non-finite outputs): it is drawn at the top band with a red cross and named, never
-    dropped. The dashed line joins the runs no other non-broken run beats on both axes.
+    dropped. The dashed line joins the runs no other non-broken run beats on both axes. Runs
+    whose numerics were not checked (``--numerics off``) have no error: the title counts them.
     """
     fig = Figure(figsize=(7.5, 5))
     ax = fig.subplots()
-    err = frame["rel_err_finite_only"].where(frame["verdict"] != "broken", other=frame["rel_err_vs_fp64"])
+    unchecked = int((~frame["verdict"].isin(CHECKED)).sum())
+    frame = frame[frame["verdict"].isin(CHECKED)]
+    err = pd.to_numeric(frame["rel_err_finite_only"], errors="coerce").where(
+        frame["verdict"] != "broken", other=pd.to_numeric(frame["rel_err_vs_fp64"], errors="coerce"))
     finite = err[frame["verdict"] != "broken"].dropna()
     top = (finite.max() if not finite.empty else 1.0) * 4
     for (name, group), color in zip(_groups(frame, [c for c in series if c in frame]), _colors()):
@@ -146,6 +151,8 @@ def plot_pareto(frame: pd.DataFrame, series: list[str], stem: Path) -> list[Path
     ax.annotate("broken (NaN/Inf or wrong rows) above this line", (0.01, top / 2), xycoords=("axes fraction", "data"),
                 va="bottom", fontsize=8, color="#c00000")
     ax.set(xlabel="latency (cycles)", ylabel="relative error vs float64", yscale="log")
+    if unchecked:
+        ax.set_title(f"{unchecked} point(s) without checked numerics not shown", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(handles=_verdict_handles(frame), fontsize=8, loc="lower right")
     return _save(fig, stem)
