@@ -195,3 +195,26 @@ def test_step_batches_change_neither_numbers_nor_trace(algo, monkeypatch):
     assert batched.trace.digest() == whole.trace.digest()
     np.testing.assert_array_equal(batched.out.view(np.uint16), whole.out.view(np.uint16))
     assert batched.counts == whole.counts
+
+
+def test_engine_rowmax_is_max_along_the_last_axis_nan_and_all():
+    from vfasim.functional.engine import _rowmax
+
+    x = np.random.default_rng(3).standard_normal((3, 4, 16)).astype(np.float32)
+    x[0, 1, 5], x[1, 2, :] = np.inf, -np.inf
+    np.testing.assert_array_equal(bits32(_rowmax(x)), bits32(x.max(axis=-1)))
+    x[2, 3, 7] = np.nan  # fmax alone would skip it
+    np.testing.assert_array_equal(bits32(_rowmax(x)), bits32(x.max(axis=-1)))
+
+
+def test_engine_rescale_skips_only_tiles_whose_alpha_is_exactly_one():
+    from vfasim.functional.engine import _rescaled
+
+    vr = Precision(vector="float16").round_vector
+    o = vr(np.random.default_rng(4).standard_normal((4, 3, 8)).astype(np.float32) * 100)
+    o[0, 0, :3] = [-0.0, np.nan, np.inf]
+    o[1] = o[0]
+    alpha = np.ones((4, 3), np.float32)
+    alpha[1, 2], alpha[2, 0], alpha[3, 1] = np.float32(0.5), np.nan, np.float32(np.nextafter(1, 0))
+    want = vr(alpha[:, :, None] * o)
+    np.testing.assert_array_equal(bits32(_rescaled(o.copy(), alpha, vr)), bits32(want))

@@ -228,7 +228,7 @@ class _Loop:
     def _step_rows(self, act: np.ndarray, s: int) -> None:
         kb, slot = self.order[act, s], s + 1
         scores, ops = self._scores(act, kb, slot)
-        tile_max = scores.max(axis=2)
+        tile_max = _rowmax(scores)
         self.true_max[act] = np.maximum(self.true_max[act], tile_max)
         self.block_max[act, kb] = tile_max.max(axis=1)
         special = (kb == 0) | (kb == self.local[act]) | (not self.policy.freeze)
@@ -258,8 +258,10 @@ class _Loop:
         with np.errstate(over="ignore"):
             scores = self.vr(self.vr(raw) * self.scale)
         overflowed = np.isinf(scores)
-        self.counts.add(score_overflow=int(np.count_nonzero(overflowed)))
-        self.flags[act] |= np.where(overflowed.any(axis=2), np.uint8(ROW_FLAGS["score_overflow"]), np.uint8(0))
+        n_over = int(np.count_nonzero(overflowed))
+        self.counts.add(score_overflow=n_over)
+        if n_over:
+            self.flags[act] |= np.where(overflowed.any(axis=2), np.uint8(ROW_FLAGS["score_overflow"]), np.uint8(0))
         moved = tb.emit("move_s", act, slot, t.block_q * t.block_k * 4, "float32", deps=(qk,), kblock=kb)
         score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(moved,), kblock=kb)
         needs = t.tile_needs_mask(self.qblock[act], kb)
@@ -334,27 +336,37 @@ class _Loop:
             p = vr(np.exp(vr(scores - m_use[:, :, None])))
             l_new = sr(sr(alpha * self.l[rows]) + sr(p.sum(axis=2, dtype=np.float32)))
         p_mm, p_over, p_under = self.p_prec.to_matmul(p, "p", -1)
+        o_old = self.o[rows]
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
             pv = sr(np.matmul(p_mm, self.vb[self.kv_head[rows], kb]))
-            o_new = sr(sr(alpha[:, :, None] * self.o[rows]) + pv)
+            o_new = sr(_rescaled(o_old, alpha, sr) + pv)
+        p_inf = np.isinf(p)
+        n_inf = int(np.count_nonzero(p_inf))
         self.counts.add(exp_underflow=int(np.count_nonzero((p == 0) & np.isfinite(scores))),
-                        cast_p_underflow=p_under, cast_p_overflow=p_over,
-                        exp_overflow=int(np.count_nonzero(np.isinf(p))))
-        self._flag_rows(rows, p, p_mm, l_new)
+                        cast_p_underflow=p_under, cast_p_overflow=p_over, exp_overflow=n_inf)
+        self._flag_rows(rows, p, p_inf if n_inf else None, p_mm, l_new)
+        o_inf = np.isinf(o_new)
         self.counts.add(l_overflow=int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows]))),
-                        o_overflow=int(np.count_nonzero(np.isinf(o_new) & np.isfinite(self.o[rows]))))
+                        o_overflow=int(np.count_nonzero(o_inf & np.isfinite(o_old))) if o_inf.any() else 0)
         self.l[rows], self.o[rows], self.m[rows] = l_new, o_new, m_new
         self._emit_update(rows, kb, slot, rescales, ops)
 
-    def _flag_rows(self, rows, p, p_mm, l_new) -> None:
-        """Per-row facts for failure attribution: exp overflow, P lost or saturated in its cast."""
+    def _flag_rows(self, rows, p, p_inf, p_mm, l_new) -> None:
+        """Per-row facts for failure attribution: exp overflow, P lost or saturated in its cast.
+
+        ``p_inf`` is ``isinf(p)``, or None when P holds no Inf. Each row-wise reduction
+        runs only when the whole batch says it can find something (they are most of the
+        cost of these checks).
+        """
         bit = {k: np.uint8(v) for k, v in ROW_FLAGS.items()}
         zero = np.uint8(0)
-        self.flags[rows] |= np.where(np.isinf(p).any(axis=2) | np.isinf(l_new), bit["exp_overflow"], zero)
-        with np.errstate(invalid="ignore"):
-            saturated = (np.isfinite(p) & ~np.isfinite(p_mm)).any(axis=2)
-        self.flags[rows] |= np.where(saturated, bit["cast_saturation"], zero)
-        self.p_cast_nonzero[rows] |= (p_mm != 0).any(axis=2)
+        overflowed = np.isinf(l_new) if p_inf is None else p_inf.any(axis=2) | np.isinf(l_new)
+        self.flags[rows] |= np.where(overflowed, bit["exp_overflow"], zero)
+        saturated = np.isfinite(p) & ~np.isfinite(p_mm)
+        if saturated.any():
+            self.flags[rows] |= np.where(saturated.any(axis=2), bit["cast_saturation"], zero)
+        if not self.p_cast_nonzero[rows].all():  # a row stays nonzero once it is
+            self.p_cast_nonzero[rows] |= (p_mm != 0).any(axis=2)
 
     def _emit_update(self, rows, kb, slot, rescales, ops) -> None:
         t, tb, prec = self.t, self.tb, self.prec
@@ -431,6 +443,30 @@ def _steps(n: int, progress: bool):
     from tqdm import tqdm
 
     return tqdm(range(n), desc="engine", unit="step")
+
+
+def _rescaled(o: np.ndarray, alpha: np.ndarray, sr) -> np.ndarray:
+    """sr(alpha · O) for O [A, Br, d] (a fresh copy, changed in place), alpha [A, Br].
+
+    A tile whose alpha is exactly 1 in every row keeps O as it is: O already holds
+    values of its format, so multiplying by 1 and rounding would change no bit. Frozen
+    tiles (VFA, and FA2 once its maxima settle) skip two passes over O this way.
+    """
+    moved = np.flatnonzero(~(alpha == 1).all(axis=1))
+    if moved.size:
+        o[moved] = sr(alpha[moved, :, None] * o[moved])
+    return o
+
+
+def _rowmax(x: np.ndarray) -> np.ndarray:
+    """``x.max(axis=-1)``, NaN and all, at about half its cost.
+
+    ``fmax`` reduces along a short last axis twice as fast as ``max`` but skips NaN, so
+    it serves only when a whole-array ``max`` (contiguous, fast) is not NaN.
+    """
+    if x.size and np.isnan(x.max()):
+        return x.max(axis=-1)
+    return np.fmax.reduce(x, axis=-1)
 
 
 def _blocks(x: np.ndarray, block: int) -> np.ndarray:

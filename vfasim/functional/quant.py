@@ -174,8 +174,20 @@ def round_nearest_even(x: np.ndarray, mant_bits: int, emin: int, emax_: int | No
     where they are; without it, those past 2**(104 + mant_bits) become NaN. Overflow
     is the caller's. NaN stays NaN (payload not as a cast would leave it).
     """
+    return round_with_top(x, mant_bits, emin, emax_)[0]
+
+
+def round_with_top(x: np.ndarray, mant_bits: int, emin: int,
+                   emax_: int | None = None) -> tuple[np.ndarray, int]:
+    """(``round_nearest_even``'s result, the largest biased float32 exponent field in ``x``).
+
+    The exponent is 255 when ``x`` holds an Inf or NaN, so one integer compare tells a
+    caller whether anything can have left the format's range.
+    """
     x = np.asarray(x, dtype=np.float32)
-    c = np.bitwise_and(x.view(np.int32), _EXPONENT_BITS, out=np.empty(x.shape, np.int32))
+    bits = x.view(np.int32)
+    c = np.bitwise_and(bits, _EXPONENT_BITS, out=np.empty(x.shape, np.int32))
+    top = int(c.max(initial=0)) >> 23
     if emax_ is None:
         np.maximum(c, np.int32((emin + 127) << 23), out=c)
     else:
@@ -187,7 +199,10 @@ def round_nearest_even(x: np.ndarray, mant_bits: int, emin: int, emax_: int | No
     with np.errstate(invalid="ignore"):  # a signalling NaN, or inf - inf past the range
         np.add(x, c.view(np.float32), out=out)
         np.subtract(out, c.view(np.float32), out=out)
-    return np.copysign(out, x, out=out)
+    # x + C - C has x's sign unless it is +0: OR-ing x's sign bit in is copysign, at a third of its cost
+    np.bitwise_and(bits, _SIGN_BIT, out=c)
+    out.view(np.int32)[...] |= c
+    return out, top
 
 
 def quantize_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1) -> tuple[np.ndarray, int, int]:
