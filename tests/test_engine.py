@@ -164,3 +164,15 @@ def test_c16v32_engine_is_a_plain_numpy_fa2_bit_for_bit():
 
     res = run_engine(q, k, v, Tiling(256, 256, 32, 64, 64, True), "fa2", engine_precision(load_hw("C16V32")))
     np.testing.assert_array_equal(res.out[0].view(np.uint32), plain_fa2(q[0], k[0], v[0], 64).view(np.uint32))
+
+
+@pytest.mark.parametrize("algo", ["fa2", "vfa", "vsa"])
+def test_a_run_without_its_trace_has_the_same_numbers(algo):
+    q, k, v = rng_qkv(256, 64, seed=7)
+    t = Tiling(256, 256, 64, 64, 64, True, 1, 1)
+    prec = Precision(matmul="float16", vector="float16")
+    full, bare = (run_engine(q, k, v, t, algo, prec, trace=flag) for flag in (True, False))
+    assert bare.trace is None and len(full.trace) > 0
+    np.testing.assert_array_equal(bare.out.view(np.uint16), full.out.view(np.uint16))
+    np.testing.assert_array_equal(bare.rows.flags, full.rows.flags)
+    assert bare.counts == full.counts

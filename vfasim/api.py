@@ -283,7 +283,8 @@ def _references(wl: Workload, tiling: Tiling, precision: Precision, decode: bool
     if not baseline:
         return ref, None
     engine_rows = None if blocks is None else (np.arange(tiling.heads)[:, None] * tiling.n_qblocks + blocks).ravel()
-    return ref, run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode, rows=engine_rows)
+    return ref, run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode, rows=engine_rows,
+                           trace=False)
 
 
 def _check_schedule(schedule: str) -> None:
@@ -330,7 +331,7 @@ def _bsfa_thresholds(skip, tiling, precision, opts, qkv, name, seed, decode, que
     for s in samples:
         wl = _workload(qkv, name, tiling.kv_len, tiling.head_dim, tiling.heads, tiling.kv_heads,
                        0 if s is None else s, decode, queries)
-        maxima.append(run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision).block_max)
+        maxima.append(run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, trace=False).block_max)
     local = np.tile(tiling.local_block, tiling.heads)
     return calibrate_bsfa(maxima, local, opts.topk)
 

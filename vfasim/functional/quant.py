@@ -251,7 +251,12 @@ def _fast_blocks(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> tupl
 
 def _block_absmax(blocks: np.ndarray) -> np.ndarray:
     """max |x| over the last axis of finite ``blocks``, reduced on the bits (|x| orders as its bits do)."""
-    return (blocks.view(np.int32) & np.int32(0x7FFFFFFF)).max(axis=-1).view(np.float32)
+    mags = np.bitwise_and(blocks.view(np.int32), np.int32(0x7FFFFFFF)).ravel()
+    if mags.size == 0:
+        return np.zeros(blocks.shape[:-1], np.float32)
+    # reduceat over the flat blocks: a max along a short last axis costs about twice as much
+    starts = np.arange(0, mags.size, blocks.shape[-1])
+    return np.maximum.reduceat(mags, starts).reshape(blocks.shape[:-1]).view(np.float32)
 
 
 def _fast_scaled(x: np.ndarray, scale: np.ndarray, dtype: str,
