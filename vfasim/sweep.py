@@ -52,7 +52,7 @@ from tqdm import tqdm
 from vfasim import __version__
 from vfasim.api import Options, run, run_configs
 from vfasim.errors import Interrupted, VfasimError
-from vfasim.functional import policy_for
+from vfasim.functional import engine, policy_for
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import deep_merge, first_error
 from vfasim.inputs import check_keywords, check_plan, warn_if_long
@@ -335,7 +335,7 @@ def _compute(groups: list[list[Point]], executor: str, jobs: int | None,
 def _on_pool(groups: list[list[Point]], jobs: int) -> Iterator[tuple[list[Point], list[dict]]]:
     """Results as they finish; if abandoned (Ctrl-C, max_points), the workers are stopped at once."""
     before = set(multiprocessing.active_children())
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(), jobs))
     futures = {pool.submit(run_group, *_args(g)): i for i, g in enumerate(groups)}
     workers = set(multiprocessing.active_children()) - before
     try:
@@ -349,12 +349,14 @@ def _on_pool(groups: list[list[Point]], jobs: int) -> Iterator[tuple[list[Point]
     pool.shutdown()
 
 
-def _worker_start(parent: int) -> None:
+def _worker_start(parent: int, jobs: int) -> None:
     """In each pool worker: Ctrl-C is the parent's to handle, and the worker ends when the parent does.
 
     A worker blocks reading its task pipe, whose other end it inherited, so it would never see
     the parent die (SIGKILL, OOM killer); a daemon thread checks the parent every half second.
+    The workers share the cores: each engine gets its share of threads, not all of them.
     """
+    engine.ENGINE_THREADS = max(1, (os.cpu_count() or 1) // jobs)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True, name="watch-parent").start()
 
