@@ -155,19 +155,19 @@ def _timed(prepared: _Prepared, algo: str, config: HardwareConfig, schedule: str
            trace_out: str | Path | None, seed: int, decode: bool, block_k: int) -> RunResult:
     """The prepared run timed on ``config``: timeline, statistics, critical path, manifest, numerics."""
     _, policy, opts, wl, tiling, precision, result, references, blocks = prepared
-    causal = tiling.causal
-    timeline = simulate(result.trace, config, schedule)
-    stats = timing_stats(result.trace, timeline, config)
-    crit = critical_path(result.trace, timeline, config, schedule)
+    causal, trace = tiling.causal, result.traced()
+    timeline = simulate(trace, config, schedule)
+    stats = timing_stats(trace, timeline, config)
+    crit = critical_path(trace, timeline, config, schedule)
     refs = references() if references is not None else None  # waits for the second thread
     numerics, failed_rows = _checked_numerics(precision, policy, result, refs, blocks, tiling)
     if trace_out is not None:
-        events = algorithm_events(result.trace, timeline, result.above_max)
-        events += row_failure_events(result.trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
-        write_chrome_trace(trace_out, chrome_trace(result.trace, timeline, events, config.clock_ghz))
+        events = algorithm_events(trace, timeline, result.above_max)
+        events += row_failure_events(trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
+        write_chrome_trace(trace_out, chrome_trace(trace, timeline, events, config.clock_ghz))
     manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
-                "workload_digest": _digest(wl.q, wl.k, wl.v), "trace_digest": result.trace.digest(),
-                "trace_ops": len(result.trace), "output_digest": _digest(result.out), "schedule": schedule}
+                "workload_digest": _digest(wl.q, wl.k, wl.v), "trace_digest": trace.digest(),
+                "trace_ops": len(trace), "output_digest": _digest(result.out), "schedule": schedule}
     return RunResult(
         hw=config.name, algo=algo, workload=wl.name, latency_cycles=stats.latency_cycles,
         latency_us=stats.latency_cycles / (config.clock_ghz * 1e3), pipelines=stats.pipelines,
@@ -216,7 +216,7 @@ def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vf
     from vfasim.sensitivity import sensitivity
 
     prepared = _prepare(hw, algo, **run_kwargs)
-    return sensitivity(prepared.result.trace, prepared.config, schedule, factors)
+    return sensitivity(prepared.result.traced(), prepared.config, schedule, factors)
 
 
 class _Prepared(NamedTuple):

@@ -107,7 +107,7 @@ def _trace(policy, precision, tiling_args, batch, heads, kv_heads, seed, workloa
                        seed, decode, queries)
     q = wl.q.reshape(heads * batch, -1, wl.q.shape[-1])  # a group's query heads are adjacent
     t = Tiling(*tiling_args, heads * batch, kv_heads * batch)
-    return run_engine(q, wl.k, wl.v, t, policy, precision, lam, decode=decode).trace, False
+    return run_engine(q, wl.k, wl.v, t, policy, precision, lam, decode=decode).traced(), False
 
 
 def _shape(t: Tiling, precision) -> TileShape:

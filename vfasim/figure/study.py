@@ -68,7 +68,7 @@ def make_trace(hw: HardwareConfig, variant: str, granularity: str, head_dim: int
     """The engine's trace of ``variant`` at one granularity on ``hw``'s formats."""
     wl, q, tiling = _workload(granularity, head_dim, seq_len)
     res = run_engine(q, wl.k, wl.v, tiling, variant_policy(variant, emulation), engine_precision(hw))
-    return res.trace
+    return res.traced()
 
 
 def _selection(trace: Trace, granularity: str) -> tuple[np.ndarray, int]:

@@ -49,6 +49,12 @@ class EngineResult:
     trace: Trace | None  # None when run without one (``run_engine(trace=False)``)
     rows: RowDiagnostics  # per query row: what happened to it, for attributing failures
 
+    def traced(self) -> Trace:
+        """The trace, for timing; a run made with ``trace=False`` has none."""
+        if self.trace is None:
+            raise VfasimError("this engine run was made without its trace (run_engine(trace=False))")
+        return self.trace
+
 
 @dataclass(frozen=True)
 class RowDiagnostics:
