@@ -197,18 +197,26 @@ class _Loop:
         self.writer["m"] = tb.emit("minit_max", rows, 0, q_rows * n_vis + extra, self.prec.vector, deps=(mm,))
 
     def _minit_values(self) -> np.ndarray:
-        """m-init per row: max over visible key blocks of scale · q · k_repr."""
+        """m-init per row: max over visible key blocks of scale · q · k_repr.
+
+        Computed a bounded batch of rows at a time: the proxy scores of all rows at once
+        are rows × Bq × Tc, half a gigabyte at 128K tokens.
+        """
         t, pol = self.t, self.policy
-        reprs = summarize_keys(self.kb, t.kv_len, pol.key_summary)[self.kv_head]  # [rows, Tc, d]
+        reprs = summarize_keys(self.kb, t.kv_len, pol.key_summary)  # [Hkv, Tc, d]
         q = self.qb if pol.q_summary is None else summarize_queries(self.qb, pol.q_summary)
         if pol.q_summary is not None:  # a new vector: round it to the matmul format like Q
             q = self.prec.to_matmul(q, "q")[0]
-        proxy = np.matmul(q, reprs.transpose(0, 2, 1))  # k_repr entries are entries of K
-        proxy = self.vr(self.vr(proxy) * self.scale)
-        hidden = np.arange(t.n_kblocks)[None, None, :] >= t.n_visible[self.qblock][:, None, None]
-        m = np.broadcast_to(np.where(hidden, -np.inf, proxy).max(axis=2), (t.n_rows, t.block_q))
+        hidden = np.arange(t.n_kblocks)[None, :] >= t.n_visible[self.qblock][:, None]  # [rows, Tc]
+        m = np.empty((t.n_rows, t.block_q), np.float32)
+        batch = max(1, STEP_BYTES // (q.shape[1] * t.n_kblocks * 4))
+        for start in range(0, t.n_rows, batch):
+            rows = slice(start, start + batch)
+            proxy = np.matmul(q[rows], reprs[self.kv_head[rows]].transpose(0, 2, 1))  # k_repr entries are entries of K
+            proxy = self.vr(self.vr(proxy) * self.scale)
+            m[rows] = _rowmax(np.where(hidden[rows, None, :], -np.inf, proxy))  # [batch, 1 or Bq]
         if pol.minit_clamp:
-            m = np.minimum(m, self._score_bound(hidden[:, 0, :]))
+            m = np.minimum(m, self._score_bound(hidden))
         return self.vr(m - np.float32(pol.minit_margin))
 
     def _score_bound(self, hidden: np.ndarray) -> np.ndarray:
