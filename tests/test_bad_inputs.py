@@ -384,3 +384,13 @@ def test_svg_output_is_byte_identical_across_saves(tmp_path: Path) -> None:
     time.sleep(1.1)  # a date stamp would differ now
     assert draw(tmp_path / "b.svg") == first
     assert b"clipPath" in first  # ids that are random unless salted
+
+
+def test_sigterm_during_run_exits_143_with_one_line(tmp_path: Path) -> None:
+    proc = _cli_process("run", "--seq-len", "8192", "--trace-out", "t.json", cwd=tmp_path)  # ~8 s of work
+    time.sleep(1.0)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, out, err) == (143, "", "terminated\n")
+    assert list(tmp_path.iterdir()) == []  # the trace was not half-written

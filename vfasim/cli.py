@@ -1,7 +1,7 @@
 """Command line: ``vfasim run``, ``vfasim sensitivity``, ``vfasim hw list``, ``vfasim hw show NAME``.
 
 Bad input ends with ``error: <one line>`` on stderr and exit status 2; no traceback.
-Ctrl-C ends with one line and exit status 130 (see ``vfasim.interrupt``).
+Ctrl-C ends with one line and exit status 130, SIGTERM with 143 (see ``vfasim.interrupt``).
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as exc:
         interrupt.finish(str(exc))
     except KeyboardInterrupt:
-        interrupt.finish("interrupted")
+        interrupt.finish(interrupt.reason())
     except MemoryError:
         print("error: out of memory; use a smaller size", file=sys.stderr)
         return EXIT_BAD_INPUT

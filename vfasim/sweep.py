@@ -49,7 +49,7 @@ import pandas as pd
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from vfasim import __version__
+from vfasim import __version__, interrupt
 from vfasim.api import Options, run, run_configs
 from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import engine, policy_for
@@ -477,7 +477,7 @@ def sweep_command(args: argparse.Namespace) -> str:
                            progress=progress)
     except KeyboardInterrupt:
         where = f"{args.out}/{JOURNAL}" if args.out else "nowhere (no --out)"
-        raise Interrupted(f"interrupted; finished points are kept in {where}: run the same command to resume") from None
+        raise Interrupted(f"{interrupt.reason()}; finished points are kept in {where}: run the same command to resume") from None
     frame = results_frame(result)
     x = x_axis(points)
     written = write_sweep(frame, x, [c for c in points[0].inputs if c != x], Path(args.out)) if args.out else []
