@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import asdict
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -24,12 +25,13 @@ from vfasim.chip.fluid import POLICIES
 from vfasim.chip.run import ChipResult, Geometry, simulate_chip, unit_bound_counts
 from vfasim.chip.styles import TileShape, kernel_style
 from vfasim.errors import VfasimError
-from vfasim.functional import Policy, Tiling, policy_for, run_engine
+from vfasim.functional import Policy, Precision, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig
 from vfasim.trace import OP_KINDS, Trace
 
 SHARE_CLASSES = ("tensor", "vector", "exp")
+TilingArgs = tuple[int, int, int, int, int, bool]  # Tiling's seq_len, kv_len, head_dim, block_q, block_k, causal
 
 
 def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, head_dim: int, block_q: int,
@@ -94,8 +96,9 @@ def _policy(algo: str, options, style) -> Policy:
     return policy
 
 
-def _trace(policy, precision, tiling_args, batch, heads, kv_heads, seed, workload, decode, queries, api, packed,
-           lam):
+def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch: int, heads: int, kv_heads: int,
+           seed: int, workload: str, decode: bool, queries: int, api: ModuleType, packed: int,
+           lam: float) -> tuple[Trace, bool]:
     """(trace, representative): one K/V-head group without data, or every head through the engine.
 
     ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads.

@@ -10,6 +10,7 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 from vfasim import __version__, interrupt
 from vfasim.api import Options, run, sensitivity_table
@@ -28,7 +29,7 @@ EXIT_BROKEN = 3  # vfasim run --check: the run's numerics verdict is broken
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, like every other bad input
+    def error(self, message: str) -> NoReturn:  # one line, like every other bad input
         raise VfasimError(f"{self.prog}: {message}" if " " in self.prog else message)
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -57,7 +57,8 @@ class Knob:
 
     parameter: str
     rule: str  # "rate", "cycles", "work" or "buffers"
-    baseline: float | dict[str, float]
+    baseline: float  # NaN for "rate": its factor applies to each of ``rates``
+    rates: dict[str, float] = field(default_factory=dict)  # "rate": the current rate per data type
 
 
 def sensitivity(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined",
@@ -78,7 +79,7 @@ def knobs(trace: Trace, hw: HardwareConfig) -> list[Knob]:
     out = []
     for name in dict.fromkeys(hw.op_map[k] for k in sorted(used, key=KIND_NAMES.index)):
         spec = hw.pipelines[name]
-        out.append(Knob(f"pipelines.{name}.throughput", "rate", dict(spec.throughput)))
+        out.append(Knob(f"pipelines.{name}.throughput", "rate", math.nan, dict(spec.throughput)))
         out += [Knob(f"pipelines.{name}.{f}", "cycles", getattr(spec, f)) for f in CYCLE_FIELDS]
     varied = [k for k in KIND_NAMES if k in used and (k in hw.work_factor or OP_KINDS[k][0] in ("vector", "exp"))]
     out += [Knob(f"work_factor.{k}", "work", hw.work_factor.get(k, 1.0)) for k in varied]
@@ -93,7 +94,7 @@ def modified(hw: HardwareConfig, knob: Knob, step: float) -> HardwareConfig:
     node = doc
     for key in parents:
         node = node.setdefault(key, {})
-    node[leaf] = _value(knob, step)
+    node[leaf] = {k: v * step for k, v in knob.rates.items()} if knob.rule == "rate" else _value(knob, step)
     try:
         return HardwareConfig.model_validate(doc)
     except ValidationError as exc:
@@ -106,9 +107,8 @@ def _steps(knob: Knob, factors: Sequence[float]) -> list[float]:
     return [float(f) for f in dict.fromkeys(factors) if f != 1.0]
 
 
-def _value(knob: Knob, step: float) -> float | int | dict[str, float]:
-    if knob.rule == "rate":
-        return {k: v * step for k, v in knob.baseline.items()}
+def _value(knob: Knob, step: float) -> float:
+    """The changed value of a scalar parameter (not "rate")."""
     if knob.rule == "cycles":
         return int(math.floor(knob.baseline * step + 0.5))
     if knob.rule == "buffers":
@@ -145,9 +145,9 @@ def format_sensitivity(frame: pd.DataFrame) -> str:
     lines = [head] if head else []
     width = max([len("parameter"), *frame["parameter"].map(len)]) + 2
     lines.append(f"{'rank':>4}  {'parameter':<{width}}{'change':>7}{'value':>12}{'latency cycles':>16}{'vs base':>9}")
-    for r in frame.itertuples(index=False):
-        change = f"{r.factor:+g}" if r.parameter == "score_buffers" else f"x{r.factor:g}"
-        value = "-" if math.isnan(r.value) else f"{r.baseline:g}->{r.value:g}"
-        lines.append(f"{r.rank:>4}  {r.parameter:<{width}}{change:>7}{value:>12}{r.latency_cycles:>16,}"
-                     f"{r.change_pct:>+8.1f}%")
+    for rank, parameter, factor, baseline, value, _, latency, change_pct in frame[list(COLUMNS)].itertuples(
+            index=False, name=None):
+        change = f"{factor:+g}" if parameter == "score_buffers" else f"x{factor:g}"
+        shown = "-" if math.isnan(value) else f"{baseline:g}->{value:g}"
+        lines.append(f"{rank:>4}  {parameter:<{width}}{change:>7}{shown:>12}{latency:>16,}{change_pct:>+8.1f}%")
     return "\n".join(lines)

@@ -39,7 +39,7 @@ import threading
 import time
 import types
 import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -402,7 +402,7 @@ def read_journal(path: Path) -> dict[str, dict]:
 
 
 @contextmanager
-def _journal_writer(path: Path | None) -> Iterator:
+def _journal_writer(path: Path | None) -> Iterator[Callable[[dict], dict]]:
     """``append(record)``: one JSON line, flushed and fsync'd, after dropping a torn tail.
 
     Returns the record as a reader of the journal would see it (JSON types), journal or not.
@@ -414,11 +414,11 @@ def _journal_writer(path: Path | None) -> Iterator:
         yield from _appending(path)
 
 
-def _appending(path: Path) -> Iterator:
+def _appending(path: Path) -> Iterator[Callable[[dict], dict]]:
     data = path.read_bytes() if path.exists() else b""
     if data and not data.endswith(b"\n"):
-        with open(path, "r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)
+        with open(path, "r+b") as torn:
+            torn.truncate(data.rfind(b"\n") + 1)
     with open(path, "a") as f:
         def append(record: dict) -> dict:
             line = json.dumps(record, default=_plain)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 
@@ -77,6 +78,25 @@ NO_BUFFER = -1
 COLUMNS = ("kind", "dtype", "work", "row", "step", "kblock", "stage", "take_buffer", "free_buffer")
 
 
+class ScheduleColumns(TypedDict):
+    """The columns a ``KindSchedule`` gives a trace, by ``Trace`` field name."""
+
+    stage: np.ndarray
+    take_buffer: np.ndarray
+    free_buffer: np.ndarray
+
+
+class _OpColumns(TypedDict):
+    """The columns ``TraceBuilder`` collects, by ``Trace`` field name."""
+
+    kind: np.ndarray
+    dtype: np.ndarray
+    work: np.ndarray
+    row: np.ndarray
+    step: np.ndarray
+    kblock: np.ndarray
+
+
 @dataclass(frozen=True)
 class KindSchedule:
     """Per op kind: software-pipeline stage, buffer taken, buffer freed (written by the engine)."""
@@ -94,7 +114,7 @@ class KindSchedule:
                 if kind not in KIND_CODE or buf not in BUFFERS:
                     raise VfasimError(f"invalid stage table: {name}[{kind!r}] = {buf!r}")
 
-    def columns(self, kind: np.ndarray) -> dict[str, np.ndarray]:
+    def columns(self, kind: np.ndarray) -> ScheduleColumns:
         """The ``stage``, ``take_buffer`` and ``free_buffer`` columns for ops of the given kinds."""
         stage = np.array([self.stage[k] for k in KIND_NAMES], np.uint8)
         take, free = (np.array([BUFFERS.index(t[k]) if k in t else NO_BUFFER for k in KIND_NAMES], np.int8)
@@ -223,9 +243,8 @@ class TraceBuilder:
             raise VfasimError("invalid trace: the same op was emitted twice")
         id_of = _KeyIndex(keys[order])
         cols = _columns(self._parts, order, self.n_slots)
-        cols.update(self.schedule.columns(cols["kind"]))
         dep_ptr, dep_idx = _resolve_deps(self._parts, order, id_of)
-        return Trace(**cols, dep_ptr=dep_ptr, dep_idx=dep_idx, meta=self.meta)
+        return Trace(**cols, **self.schedule.columns(cols["kind"]), dep_ptr=dep_ptr, dep_idx=dep_idx, meta=self.meta)
 
 
 class _KeyIndex:
@@ -242,7 +261,7 @@ class _KeyIndex:
         return pos.astype(np.int64)
 
 
-def _columns(parts: list, order: np.ndarray, n_slots: int) -> dict[str, np.ndarray]:
+def _columns(parts: list, order: np.ndarray, n_slots: int) -> _OpColumns:
     keys = np.concatenate([p[0] for p in parts])[order]
     n_kinds = len(KIND_NAMES)
     dtype = np.concatenate([np.full(p[0].size, p[1], np.uint8) for p in parts])[order]

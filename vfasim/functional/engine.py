@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -129,8 +130,8 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
 class _Loop:
     """State of one tiled run: blocked inputs, running (m, l, O) per row, trace builder."""
 
-    def __init__(self, q, k, v, tiling: Tiling, policy: Policy, prec: Precision, lam: float,
-                 thresholds: np.ndarray | None, decode: bool) -> None:
+    def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, policy: Policy,
+                 prec: Precision, lam: float, thresholds: np.ndarray | None, decode: bool) -> None:
         self.t, self.policy, self.prec, self.lam = tiling, policy, prec, lam
         self.thresholds, self.decode = thresholds, decode
         self.vr = prec.round_vector  # vector-side values live in float32, rounded to the format by vr
@@ -254,7 +255,7 @@ class _Loop:
         keep_rows = self._keep_rows(act, kb, tile_max, m_cand)
         m_new = self._new_max(special, keep_rows, m_old, m_cand)
         rescales = special if self.policy.rescale_threshold is None else np.any(m_new != m_old, axis=1)
-        keep = keep_rows.any(axis=1)
+        keep = np.asarray(keep_rows.any(axis=1))  # [A]; NumPy's stubs allow a scalar for an unknown ndim
         self.above_max[act, s] = keep & np.any(keep_rows & (tile_max > m_new), axis=1)
         self._count(keep, keep_rows, rescales)
         self.kept[act] += keep_rows
@@ -266,7 +267,7 @@ class _Loop:
         self._update(act[k], kb[k], slot, rescales[k], scores[k], m_old[k], m_new[k],
                      {name: ids[k] for name, ids in ops.items()})
 
-    def _scores(self, act: np.ndarray, kb: np.ndarray, slot: int) -> tuple[np.ndarray, dict]:
+    def _scores(self, act: np.ndarray, kb: np.ndarray, slot: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         t, tb, prec = self.t, self.tb, self.prec
         load_k = tb.emit("load_k", act, slot, self._bytes(t.block_k, "k"), prec.matmul, kblock=kb)
         qk = tb.emit("qk_matmul", act, slot, t.block_q * t.block_k * t.head_dim, prec.matmul,
@@ -291,14 +292,14 @@ class _Loop:
             score_op[needs] = mask
         return scores, {"load_k": load_k, "score": score_op}
 
-    def _keep_rows(self, act, kb, tile_max, m_cand) -> np.ndarray:
+    def _keep_rows(self, act: np.ndarray, kb: np.ndarray, tile_max: np.ndarray, m_cand: np.ndarray) -> np.ndarray:
         """[A, Br] rows of each tile that take part; with ``protect_special``, sink and local tiles always."""
         keep = self._skip_rule(act, kb, tile_max, m_cand)
         if self.policy.protect_special:
             keep = keep | ((kb == 0) | (kb == self.local[act]))[:, None]
         return keep
 
-    def _skip_rule(self, act, kb, tile_max, m_cand) -> np.ndarray:
+    def _skip_rule(self, act: np.ndarray, kb: np.ndarray, tile_max: np.ndarray, m_cand: np.ndarray) -> np.ndarray:
         """[A, Br] rows of each tile that take part (all rows of a kept tile, none of a skipped one)."""
         skip, ones = self.policy.skip, np.ones(tile_max.shape, dtype=bool)
         with np.errstate(invalid="ignore"):
@@ -308,11 +309,13 @@ class _Loop:
             if skip == "row":
                 return ~(tile_max - m_cand < np.log(self.lam))
             if skip == "topk":
+                assert self.thresholds is not None  # run_engine requires them for top-k skipping
                 keep = (kb == self.local[act]) | (tile_max.max(axis=1) >= self.thresholds[act])
                 return ones & keep[:, None]
         return ones
 
-    def _new_max(self, special, keep_rows, m_old, m_cand) -> np.ndarray:
+    def _new_max(self, special: np.ndarray, keep_rows: np.ndarray, m_old: np.ndarray,
+                 m_cand: np.ndarray) -> np.ndarray:
         update = special[:, None] & keep_rows
         if self.policy.rescale_threshold is not None:
             with np.errstate(invalid="ignore"):
@@ -320,13 +323,14 @@ class _Loop:
             update &= grows
         return np.where(update, m_cand, m_old)
 
-    def _count(self, keep, keep_rows, rescales) -> None:
+    def _count(self, keep: np.ndarray, keep_rows: np.ndarray, rescales: np.ndarray) -> None:
         c = self.counts
         c.add(visited_tiles=keep.size, skipped_tiles=int(np.sum(~keep)),
               rescaled_tiles=int(np.sum(rescales & keep)), row_tiles=keep_rows.size,
               skipped_row_tiles=int(np.sum(~keep_rows)))
 
-    def _emit_stats(self, act, kb, slot, special, ops) -> dict[str, np.ndarray]:
+    def _emit_stats(self, act: np.ndarray, kb: np.ndarray, slot: int, special: np.ndarray,
+                    ops: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Trace of the statistic ops (rowmax, running max, skip test); op keys per row."""
         t, tb, vec, br = self.t, self.tb, self.prec.vector, self.t.block_q
         skipping = self.policy.skip != "none"
@@ -343,7 +347,8 @@ class _Loop:
         return {**ops, "running": running, "decided": decided}
 
     # ---- the softmax and PV update on kept tiles --------------------------------------
-    def _update(self, rows, kb, slot, rescales, scores, m_old, m_new, ops) -> None:
+    def _update(self, rows: np.ndarray, kb: np.ndarray, slot: int, rescales: np.ndarray, scores: np.ndarray,
+                m_old: np.ndarray, m_new: np.ndarray, ops: dict[str, np.ndarray]) -> None:
         if rows.size == 0:
             return
         vr, sr = self.vr, self.sr
@@ -368,7 +373,8 @@ class _Loop:
         self.l[rows], self.o[rows], self.m[rows] = l_new, o_new, m_new
         self._emit_update(rows, kb, slot, rescales, ops)
 
-    def _flag_rows(self, rows, p, p_inf, p_mm, l_new) -> None:
+    def _flag_rows(self, rows: np.ndarray, p: np.ndarray, p_inf: np.ndarray | None, p_mm: np.ndarray,
+                   l_new: np.ndarray) -> None:
         """Per-row facts for failure attribution: exp overflow, P lost or saturated in its cast.
 
         ``p_inf`` is ``isinf(p)``, or None when P holds no Inf. Each row-wise reduction
@@ -385,7 +391,8 @@ class _Loop:
         if not self.p_cast_nonzero[rows].all():  # a row stays nonzero once it is
             self.p_cast_nonzero[rows] |= (p_mm != 0).any(axis=2)
 
-    def _emit_update(self, rows, kb, slot, rescales, ops) -> None:
+    def _emit_update(self, rows: np.ndarray, kb: np.ndarray, slot: int, rescales: np.ndarray,
+                     ops: dict[str, np.ndarray]) -> None:
         t, tb, prec = self.t, self.tb, self.prec
         running, decided, score = ops["running"], ops["decided"], ops["score"]
         br, bc, d, vec = t.block_q, t.block_k, t.head_dim, prec.vector
@@ -421,11 +428,12 @@ class _Loop:
         self.writer["l"][rows] = acc_l
         self.writer["o"][rows] = acc_o
 
-    def _emit_exp(self, rows, kb, slot, sub) -> tuple[np.ndarray, ...]:
+    def _emit_exp(self, rows: np.ndarray, kb: np.ndarray, slot: int, sub: np.ndarray) -> tuple[np.ndarray, ...]:
         """exp on the SFU, less the fraction FA4-style emulation moves to the vector ALUs."""
         elements = self.t.block_q * self.t.block_k
         emulated = int(round(elements * self.policy.exp_emulation))
-        ops = (self.tb.emit("exp", rows, slot, elements - emulated, self.prec.vector, deps=(sub,), kblock=kb),)
+        ops: tuple[np.ndarray, ...] = (
+            self.tb.emit("exp", rows, slot, elements - emulated, self.prec.vector, deps=(sub,), kblock=kb),)
         if emulated:
             ops += (self.tb.emit("exp_emul", rows, slot, emulated, self.prec.vector, deps=(sub,), kblock=kb),)
         return ops
@@ -464,7 +472,7 @@ class _Untraced(TraceBuilder):
         return None
 
 
-def _steps(n: int, progress: bool):
+def _steps(n: int, progress: bool) -> Iterable[int]:
     """range(n), with a progress bar on stderr if asked (tqdm loads only then)."""
     if not progress:
         return range(n)
@@ -473,7 +481,7 @@ def _steps(n: int, progress: bool):
     return tqdm(range(n), desc="engine", unit="step")
 
 
-def _rescaled(o: np.ndarray, alpha: np.ndarray, sr) -> np.ndarray:
+def _rescaled(o: np.ndarray, alpha: np.ndarray, sr: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """sr(alpha · O) for O [A, Br, d] (a fresh copy, changed in place), alpha [A, Br].
 
     A tile whose alpha is exactly 1 in every row keeps O as it is: O already holds

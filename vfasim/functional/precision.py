@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 from vfasim.errors import VfasimError
 from vfasim.functional import quant
@@ -69,7 +70,7 @@ class Precision:
     def vector_np(self) -> np.dtype:
         return NUMPY_DTYPES[self.vector]
 
-    def round_vector(self, x: np.ndarray) -> np.ndarray:
+    def round_vector(self, x: npt.ArrayLike) -> np.ndarray:
         """float32 holding ``x`` rounded to the vector format.
 
         The engine keeps vector-side values in float32 and rounds after every step:
@@ -82,7 +83,10 @@ class Precision:
 
     def rule(self, operand: str) -> quant.Scaling:
         kind = self.scaling[operand]
-        return BLOCK_SCALES[self.block_scale] if kind == "per_block" else quant.Scaling(kind)
+        if kind != "per_block":
+            return quant.Scaling(kind)
+        assert self.block_scale is not None  # _check_scaling requires it when an operand is per_block
+        return BLOCK_SCALES[self.block_scale]
 
     def check_shapes(self, head_dim: int, block_k: int) -> None:
         """Scale blocks must tile the contraction axes: head_dim (Q, K), block_k (V, P)."""
@@ -127,7 +131,7 @@ class Precision:
         """Bytes moved per element of a Q/K/V/O tile, scale bytes included."""
         if operand == "o":
             return NUMPY_DTYPES[self.vector].itemsize
-        bits = BITS[self.matmul]
+        bits: float = BITS[self.matmul]
         if self.scaling[operand] == "per_block":
             rule = self.rule(operand)
             bits += quant.SCALE_DTYPES[rule.scale_dtype].itemsize * 8 / rule.block
@@ -151,7 +155,7 @@ FP16_MAX = np.float32(65504)
 _FP16_TOP_EXPONENT = 15 + 127  # biased float32 exponent of 2**15: below it, nothing rounds past FP16_MAX
 
 
-def round_float16(x: np.ndarray) -> np.ndarray:
+def round_float16(x: npt.ArrayLike) -> np.ndarray:
     """float32 holding NumPy's float32 -> float16 cast of ``x``, bit for bit.
 
     The cast itself costs ~60 ns an element on fp16's subnormals (most of attention's P),

@@ -121,7 +121,7 @@ def algorithm_events(trace: Trace, timeline: Timeline, above_max: np.ndarray | N
     has = {k: np.zeros(int(tile.max(initial=-1)) + 1, bool) for k in ("running_max", "rescale_factor", "sub")}
     for kind in has:
         has[kind][tile[trace.kind == KIND_CODE[kind]]] = True
-    events = []
+    events: list[AlgorithmEvent] = []
     for i in np.flatnonzero(np.isin(trace.kind, [KIND_CODE["running_max"], KIND_CODE["skip_test"]])):
         t, kind = tile[i], KIND_NAMES[trace.kind[i]]
         args = {"row": int(trace.row[i]), "kblock": int(trace.kblock[i])}
@@ -138,7 +138,7 @@ def algorithm_events(trace: Trace, timeline: Timeline, above_max: np.ndarray | N
     return events
 
 
-def row_failure_events(trace: Trace, timeline: Timeline, failures: Iterable[Mapping[str, object]],
+def row_failure_events(trace: Trace, timeline: Timeline, failures: Iterable[Mapping[str, float | str]],
                        block_q: int, n_qblocks: int) -> list[AlgorithmEvent]:
     """A "row failed: CAUSE" instant per failed output row, where its query block is normalised.
 
@@ -146,7 +146,7 @@ def row_failure_events(trace: Trace, timeline: Timeline, failures: Iterable[Mapp
     """
     normalize = np.flatnonzero(trace.kind == KIND_CODE["normalize"])
     end_of = dict(zip(trace.row[normalize].tolist(), timeline.end_cycles[normalize].tolist()))
-    events = []
+    events: list[AlgorithmEvent] = []
     for f in failures:
         engine_row = int(f["head"]) * n_qblocks + int(f["row"]) // block_q
         events.append((end_of[engine_row], f"row failed: {f['cause']}", dict(f)))

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TypedDict
 
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.typing import ColorType
 
 from vfasim.outputs import save_figure, write_with
 
@@ -106,7 +108,19 @@ def plot_metric(frame: pd.DataFrame, x: str, series: list[str], y: str, stem: Pa
 
 
 CHECKED = ("ok", "degraded", "broken")  # verdicts of runs whose numerics were checked
-VERDICT_STYLE = {"broken": {"marker": "X", "color": "#c00000", "ms": 12, "ls": ""},
+
+
+class PointStyle(TypedDict, total=False):
+    """Keyword arguments of one plotted point (matplotlib's short names)."""
+
+    marker: str
+    color: ColorType
+    mfc: str
+    ms: float
+    ls: str
+
+
+VERDICT_STYLE: dict[str, PointStyle] = {"broken": {"marker": "X", "color": "#c00000", "ms": 12, "ls": ""},
                  "degraded": {"marker": "o", "mfc": "none", "color": "#e08000", "ms": 14, "ls": ""}}
 
 
@@ -142,8 +156,9 @@ def plot_pareto(frame: pd.DataFrame, series: list[str], stem: Path) -> list[Path
         for i, row in group.iterrows():
             broken = row["verdict"] == "broken"
             y = top if broken or not math.isfinite(err[i]) else err[i]
-            style = VERDICT_STYLE.get(row["verdict"], {"marker": "o", "ls": "", "ms": 7})
-            ax.plot([row["latency_cycles"]], [y], **{**style, "color": "#c00000" if broken else color})
+            style: PointStyle = {**VERDICT_STYLE.get(row["verdict"], {"marker": "o", "ls": "", "ms": 7}),
+                                 "color": "#c00000" if broken else color}
+            ax.plot([row["latency_cycles"]], [y], **style)
             ax.annotate(name, (row["latency_cycles"], y), xytext=(4, 3), textcoords="offset points", fontsize=6,
                         color="#c00000" if broken else color)
     _frontier(ax, frame[frame["verdict"] != "broken"], err)
@@ -159,7 +174,7 @@ def plot_pareto(frame: pd.DataFrame, series: list[str], stem: Path) -> list[Path
 
 
 def _frontier(ax, ok: pd.DataFrame, err: pd.Series) -> None:
-    points = sorted((lat, err[i]) for i, lat in ok["latency_cycles"].items() if math.isfinite(err[i]))
+    points = sorted((lat, e) for lat, e in zip(ok["latency_cycles"], err.loc[ok.index]) if math.isfinite(e))
     front, best = [], math.inf
     for lat, e in points:
         if e < best:
@@ -221,7 +236,7 @@ def _groups(frame: pd.DataFrame, series: list[str]):
         yield " ".join(_label(v) if c in ("hw", "algo") else f"{c}={_label(v)}" for c, v in zip(series, key)), group
 
 
-def _mark_bottlenecks(ax, xs: list, ys: list, roles: list[str], color: str) -> None:
+def _mark_bottlenecks(ax, xs: list, ys: list, roles: list[str], color: ColorType) -> None:
     for i, (xv, yv, role) in enumerate(zip(xs, ys, roles)):
         ax.plot([xv], [yv], ROLE_MARKERS.get(role, "x"), color=color, ms=7)
         if i and role != roles[i - 1]:
