@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -458,7 +459,8 @@ class _Loop:
         return EngineResult(
             out=_unblock(out, t.heads, t.seq_len), rows=diag,
             used_max=_per_row(self.m, t), true_max=_per_row(self.true_max, t),
-            block_max=self.block_max, above_max=self.above_max, counts=counts, trace=tb.build())
+            block_max=self.block_max, above_max=self.above_max, counts=counts,
+            trace=None if isinstance(tb, _Untraced) else tb.build())
 
 
 class _Untraced(TraceBuilder):
@@ -468,8 +470,8 @@ class _Untraced(TraceBuilder):
              deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None) -> np.ndarray:
         return self.key(kind, np.asarray(rows, dtype=np.int64), step)
 
-    def build(self) -> None:  # type: ignore[override]
-        return None
+    def build(self) -> NoReturn:
+        raise VfasimError("an untraced run has no trace to build")
 
 
 def _steps(n: int, progress: bool) -> Iterable[int]:
