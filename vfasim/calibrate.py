@@ -11,6 +11,7 @@ read them; nothing is written to the configs by the fit itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,7 +68,7 @@ def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1) -> Fitted |
 
     for _ in range(ROUNDS):
         for name, (lo, hi) in RANGES.items():
-            values[name] = float(_golden(lambda x, n=name: loss(**{n: x}), lo, hi))
+            values[name] = float(_golden(lambda x: loss(**{name: x}), lo, hi))  # called at once: no late binding
     return Fitted(chip, style, values, at_bound(values), len(mine), loss())
 
 
@@ -81,7 +82,7 @@ def _tuned(base: HardwareConfig, style: str, values: dict[str, float]) -> Hardwa
                        unit_overhead_cycles=int(round(values["unit_overhead_cycles"])))
 
 
-def _golden(f, lo: float, hi: float) -> float:
+def _golden(f: Callable[[float], float], lo: float, hi: float) -> float:
     """Golden-section minimum of f on [lo, hi] with STEPS evaluations (ends included as candidates)."""
     a, b = lo, hi
     c, d = b - GOLD * (b - a), a + GOLD * (b - a)

@@ -146,7 +146,7 @@ def _add_chip(p: argparse.ArgumentParser) -> None:
                    help="check numerics on the first N heads (whole GQA groups); default none on a chip")
 
 
-def _add_validate(sub) -> None:
+def _add_validate(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser("validate", help="the chip model against the published measurements in validation/")
     p.add_argument("--rows", type=int, default=None, metavar="N",
                    help="at most N rows of each chip x kernel group, evenly spread (default: every row)")
@@ -180,7 +180,7 @@ def _validate(args: argparse.Namespace) -> str:
     return format_report(doc) + "".join(f"\nwrote {p}" for p in paths)
 
 
-def _add_sweep(sub) -> None:
+def _add_sweep(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser("sweep", help="what-if grid over hardware fields and run options (resumable)")
     p.add_argument("--hw", action="append", help="configs, comma list or repeated (default C4V16)")
     p.add_argument("--algo", action="append", help="algorithms, comma list or repeated (default vfa)")
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _one_line_warning(message, category, *args, **kwargs) -> None:
+def _one_line_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 

@@ -18,13 +18,14 @@ class FrozenDict(dict):
     def _refuse(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("this result is read-only (use .to_dict() for a mutable copy)")
 
+    # A dict whose mutators refuse: their signatures differ from dict's on purpose.
     __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
     clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[Any, Any]]]:
         return (FrozenDict, (dict(self),))
 
-    def __hash__(self) -> int:  # type: ignore[override]
+    def __hash__(self) -> int:  # type: ignore[override]  # dict declares itself unhashable; this one is
         return hash(tuple(sorted(self.items(), key=repr)))
 
 

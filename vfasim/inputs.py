@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -110,12 +110,16 @@ def check_options(options: object) -> None:
             object.__setattr__(options, name, rule(name, getattr(options, name)))
 
 
-def checked(func: Callable) -> Callable:
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def checked(func: Callable[P, R]) -> Callable[P, R]:
     """Decorate an API entry point: arguments normalised and checked before it runs."""
     signature = inspect.signature(func)
 
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -123,7 +127,8 @@ def checked(func: Callable) -> Callable:
         bound.apply_defaults()
         values = _normalised(bound.arguments, signature)
         check_combination(values)
-        return func(**values)
+        call: Callable[..., R] = func  # called by keyword, as normalised
+        return call(**values)
 
     return wrapper
 
@@ -202,7 +207,20 @@ def _timing_only_chip(values: Mapping[str, Any]) -> bool:
         return False
 
 
-def check_blocks(tiling) -> None:
+class Blocks(Protocol):
+    """What ``check_blocks`` reads: a ``Tiling``, or the same four sizes of a decode step."""
+
+    @property
+    def block_q(self) -> int: ...
+    @property
+    def block_k(self) -> int: ...
+    @property
+    def seq_len(self) -> int: ...
+    @property
+    def kv_len(self) -> int: ...
+
+
+def check_blocks(tiling: Blocks) -> None:
     """A block larger than its sequence is refused: padding it would count work that is not there."""
     for name, block, length, what in (("block_q", tiling.block_q, tiling.seq_len, "query rows"),
                                       ("block_k", tiling.block_k, tiling.kv_len, "keys")):

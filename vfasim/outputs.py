@@ -21,8 +21,12 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vfasim.errors import VfasimError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 LOCK_NAME = ".vfasim.lock"
 
@@ -113,7 +117,7 @@ def write_with(target: str | os.PathLike, writer: Callable[[Path], object], what
     return Path(target)
 
 
-def save_figure(fig, paths: Iterable[Path], dpi: int) -> list[Path]:
+def save_figure(fig: Figure, paths: Iterable[Path], dpi: int) -> list[Path]:
     """PNG/SVG by suffix, atomically and deterministically (fixed SVG ids, no date stamp)."""
     import matplotlib
 

@@ -76,7 +76,8 @@ def run_launch(kind: np.ndarray, cores: int, streams: int, policy: str, order: n
 
 
 class _Loop:
-    def __init__(self, kind, cores, streams, cycles, on_start, ports: Ports, t0: float) -> None:
+    def __init__(self, kind: np.ndarray, cores: int, streams: int, cycles: Callable[[int, int], float],
+                 on_start: Callable[[int], tuple[float, float, float, float]], ports: Ports, t0: float) -> None:
         self.cores, self.cycles, self.on_start, self.ports, self.t = cores, cycles, on_start, ports, t0
         self.kind = kind
         self.table = np.full((int(kind.max(initial=0)) + 1, streams + 1), -1.0)
@@ -90,13 +91,13 @@ class _Loop:
         self.times = LaunchTimes(z.copy(), z.copy(), np.zeros(n, np.int64), np.zeros(n, np.int64),
                                  np.zeros(n, np.int64), z.copy(), z.copy())
 
-    def run(self, queues, shared: bool) -> None:
+    def run(self, queues: list[list[int]], shared: bool) -> None:
         self._fill(queues, shared)
         while np.any(self.unit >= 0):
             self._advance()
             self._fill(queues, shared)
 
-    def _fill(self, queues, shared: bool) -> None:
+    def _fill(self, queues: list[list[int]], shared: bool) -> None:
         for s in np.flatnonzero(self.unit < 0):
             q = queues[0] if shared else queues[s]
             if not q:

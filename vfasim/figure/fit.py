@@ -155,12 +155,12 @@ def needs_text(need: dict[str, tuple], fitted_met: frozenset[str]) -> str:
     return "needs " + " or ".join(parts)
 
 
-def _num(v) -> float:
+def _num(v: str | float) -> float:
     """A scanned value as a number ("~x" marks a value between two scanned ones)."""
     return float(v.lstrip("~")) if isinstance(v, str) else float(v)
 
 
-def _fmt(v) -> str:
+def _fmt(v: str | float) -> str:
     return str(v) if isinstance(v, (bool, str)) else f"{float(v):.3g}"
 
 

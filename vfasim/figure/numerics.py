@@ -13,8 +13,8 @@ from vfasim.figure.study import BLOCK, PAPER_CONFIGS, SEQUENCE_VARIANTS
 
 def verdicts(seq_len: int, head_dim: int) -> dict[tuple[str, str], str]:
     """(config, algorithm) -> ok / degraded / broken."""
-    return {(hw, algo): run(hw, algo, seq_len=seq_len, head_dim=head_dim, block_q=BLOCK,
-                            block_k=BLOCK).numerics["verdict"]
+    return {(hw, algo): str(run(hw, algo, seq_len=seq_len, head_dim=head_dim, block_q=BLOCK,
+                                block_k=BLOCK).numerics["verdict"])
             for hw in PAPER_CONFIGS for algo in SEQUENCE_VARIANTS}
 
 

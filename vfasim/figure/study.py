@@ -22,13 +22,14 @@ the data, FA4's rescale skips do.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from vfasim.api import engine_precision
-from vfasim.functional import Tiling, policy_for, run_engine
+from vfasim.functional import Policy, Tiling, policy_for, run_engine
 from vfasim.hw import HardwareConfig
 from vfasim.sim import simulate
 from vfasim.sim.engine import op_cycles
@@ -48,7 +49,7 @@ UNBOUNDED_EXP = 1e6  # an exp rate this many times the config's stands in for un
 _CLASS = np.array([OP_KINDS[k][0] for k in KIND_NAMES])
 
 
-def variant_policy(name: str, emulation: float = 0.0):
+def variant_policy(name: str, emulation: float = 0.0) -> Policy:
     algo = {"fa2": "fa2", "vfa": "vfa", "fa4": "fa4", "fa4+emul": "fa4", "vfa+emul": "vfa"}[name]
     return policy_for(algo, exp_emulation=emulation) if emulation else policy_for(algo)
 
@@ -149,7 +150,7 @@ class Study:
                 out[g, d, name, v] = measure(trace, configs[name], g, with_latency)
         return out
 
-    def exp_curve(self, configs: dict[str, HardwareConfig] | None = None, scales=EXP_SCALES,
+    def exp_curve(self, configs: dict[str, HardwareConfig] | None = None, scales: Sequence[float] = EXP_SCALES,
                   with_latency: bool = True, only: tuple[str, int] | None = None) -> dict[tuple, dict]:
         """(g, d, variant, exp scale) -> measure() of C4V16 with its exp rate scaled."""
         configs = configs or self.configs

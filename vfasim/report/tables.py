@@ -22,5 +22,5 @@ def write_table(rows: list[dict], columns: tuple[str, ...], stem: Path) -> list[
     return [write_text(csv_path, text.getvalue()), write_text(md_path, "\n".join(lines) + "\n")]
 
 
-def _cell(value) -> str:
+def _cell(value: object) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)

@@ -16,7 +16,7 @@ def to_json(doc: dict) -> str:
     return json.dumps(_finite(doc), indent=2, sort_keys=False)
 
 
-def _finite(x):
+def _finite(x: object) -> object:
     if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
