@@ -307,7 +307,8 @@ def engine_precision(config: HardwareConfig) -> Precision:
                      block_scale=spec.block_scale)
 
 
-def _workload(qkv, name, seq_len, head_dim, heads, kv_heads, seed, decode, queries) -> Workload:
+def _workload(qkv: str | Path | None, name: str, seq_len: int, head_dim: int, heads: int, kv_heads: int | None,
+              seed: int, decode: bool, queries: int) -> Workload:
     wl = load_qkv(qkv) if qkv is not None else make_workload(name, seq_len, head_dim, heads, seed, kv_heads)
     if not decode:
         return wl
@@ -316,7 +317,8 @@ def _workload(qkv, name, seq_len, head_dim, heads, kv_heads, seed, decode, queri
     return Workload(wl.name, np.ascontiguousarray(wl.q[:, -queries:]), wl.k, wl.v)
 
 
-def _bsfa_thresholds(skip, tiling, precision, opts, qkv, name, seed, decode, queries) -> np.ndarray | None:
+def _bsfa_thresholds(skip: str, tiling: Tiling, precision: Precision, opts: Options, qkv: str | Path | None,
+                     name: str, seed: int, decode: bool, queries: int) -> np.ndarray | None:
     """BSFA's per-(head, query block) thresholds, calibrated on workloads other than the one run.
 
     For a loaded file there is no second sample, so the file calibrates itself (optimistic).

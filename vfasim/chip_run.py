@@ -17,18 +17,22 @@ import dataclasses
 from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from vfasim import __version__
 from vfasim.chip.fluid import POLICIES
 from vfasim.chip.run import ChipResult, Geometry, simulate_chip, unit_bound_counts
-from vfasim.chip.styles import TileShape, kernel_style
+from vfasim.chip.styles import KernelStyle, TileShape, kernel_style
 from vfasim.errors import VfasimError
 from vfasim.functional import Policy, Precision, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig
 from vfasim.trace import OP_KINDS, Trace
+
+if TYPE_CHECKING:
+    from vfasim.api import Options
 
 SHARE_CLASSES = ("tensor", "vector", "exp")
 TilingArgs = tuple[int, int, int, int, int, bool]  # Tiling's seq_len, kv_len, head_dim, block_q, block_k, causal
@@ -36,7 +40,8 @@ TilingArgs = tuple[int, int, int, int, int, bool]  # Tiling's seq_len, kv_len, h
 
 def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, head_dim: int, block_q: int,
              block_k: int, causal: bool, heads: int, kv_heads: int | None, seed: int, workload: str,
-             qkv, decode: bool, queries: int, options, kernel_style_name: str | None, dispatch: str,
+             qkv: str | Path | None, decode: bool, queries: int, options: Options, kernel_style_name: str | None,
+             dispatch: str,
              numerics_heads: int, trace_out: str | Path | None, schedule: str = "pipelined") -> dict:
     """The RunResult fields of a chip run (``api.run`` wraps them)."""
     from vfasim import api  # the single-core path's helpers: workload, precision, numerics
@@ -68,7 +73,7 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
                    workload if not representative else "timing-only")
 
 
-def timing_only(hw, algo: str) -> bool:
+def timing_only(hw: str | Path | HardwareConfig, algo: str) -> bool:
     """True when ``run(hw, algo)`` is a chip run that needs no workload (the trace is data-independent)."""
     from vfasim.hw import load_hw
 
@@ -76,7 +81,8 @@ def timing_only(hw, algo: str) -> bool:
     return config.chip is not None and data_independent(policy_for(algo))
 
 
-def _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv) -> None:
+def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics_heads: int,
+           qkv: str | Path | None) -> None:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise VfasimError(f"batch must be a positive integer, got {batch!r}")
     if kv_heads is not None and (kv_heads < 1 or heads % kv_heads):
@@ -89,7 +95,7 @@ def _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv) -> None:
         raise VfasimError("--qkv is not supported on a chip (give the shape; the workload is generated)")
 
 
-def _policy(algo: str, options, style) -> Policy:
+def _policy(algo: str, options: Options, style: KernelStyle) -> Policy:
     policy = policy_for(algo, **options.policy_options())
     if style.exp_emulation and options.exp_emulation is None:
         policy = dataclasses.replace(policy, exp_emulation=style.exp_emulation)
@@ -113,7 +119,7 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
     return run_engine(q, wl.k, wl.v, t, policy, precision, lam, decode=decode).traced(), False
 
 
-def _shape(t: Tiling, precision) -> TileShape:
+def _shape(t: Tiling, precision: Precision) -> TileShape:
     return TileShape(t.block_q, t.block_k, t.head_dim, precision.bytes_per("q"), precision.bytes_per("k"),
                      precision.bytes_per("p"))
 
@@ -126,7 +132,9 @@ def _flops(t: Tiling) -> float:
     return 4.0 * t.head_dim * float(pairs) * t.heads
 
 
-def _numerics(config, algo, options, n, heads, kv_heads, tiling_args, seed, workload, decode, queries, api):
+def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads: int, kv_heads: int,
+              tiling_args: TilingArgs, seed: int, workload: str, decode: bool, queries: int,
+              api: ModuleType) -> tuple[dict, list[int]]:
     if n == 0:
         return {}, []
     group = heads // kv_heads
@@ -140,8 +148,8 @@ def _numerics(config, algo, options, n, heads, kv_heads, tiling_args, seed, work
     return numerics, list(range(n))
 
 
-def _fields(config, algo, res: ChipResult, trace: Trace, policy, style, dispatch, numerics, used, geo, t, seed,
-            workload) -> dict:
+def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, policy: Policy, style: str,
+            dispatch: str, numerics: dict, used: list[int], geo: Geometry, t: Tiling, seed: int, workload: str) -> dict:
     us = res.latency_cycles / (config.clock_ghz * 1e3)
     pipes = {n: {"busy_cycles": int(b), "utilization": res.utilization[n]} for n, b in res.busy_cycles.items()}
     by_class = {c: sum(v for k, v in res.kind_cycles.items() if OP_KINDS[k][0] == c) for c in SHARE_CLASSES}

@@ -44,6 +44,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from pydantic import ValidationError
@@ -59,9 +60,13 @@ from vfasim.inputs import check_keywords, check_plan, warn_if_long
 from vfasim.outputs import check_folder_target, folder_lock
 from vfasim.report.sweep_plots import SWEEP_FILES, format_sweep, sweep_frame, write_sweep
 
+if TYPE_CHECKING:
+    from dask import distributed
+
 SCALES = {"exp_scale": "exp", "vector_scale": "vector", "tensor_scale": "tensor"}
 JOURNAL = "points.jsonl"
 EXECUTORS = ("local", "dask")
+Value = int | float | bool | str | None  # one value of a swept input, as read from the command line
 PARENT_POLL_S = 0.5
 _NOT_SWEPT = {"hw", "algo", "options", "return"}  # options are swept one by one, by name
 
@@ -144,7 +149,7 @@ def scale_axis(name: str, text: str) -> Axis:
     return Axis(name, values)
 
 
-def _scalar(text: str):
+def _scalar(text: str) -> Value:
     """A number if it reads as one (int first), true/false, none/null, else the text itself."""
     text = text.strip()
     if not text:
@@ -157,7 +162,7 @@ def _scalar(text: str):
     return {"true": True, "false": False, "none": None, "null": None}.get(text.lower(), text)
 
 
-def _coerce(name: str, value, hint):
+def _coerce(name: str, value: Value, hint: object) -> Value:
     """``value`` checked against a run keyword's type hint (int, float, bool, str, X | None)."""
     allowed = set(typing.get_args(hint)) if isinstance(hint, types.UnionType) else {hint}
     if value is None and type(None) in allowed:
@@ -235,11 +240,11 @@ def _hw_config(hw: str, base: dict, overrides: dict, scales: dict) -> HardwareCo
         raise VfasimError(f"hw {hw} with {given}: {first_error(exc)}") from None
 
 
-def _nested(keys: list[str], value) -> dict:
+def _nested(keys: list[str], value: object) -> dict:
     return {keys[0]: _nested(keys[1:], value) if len(keys) > 1 else value}
 
 
-def _scaled(pipe, scales: dict):
+def _scaled(pipe: object, scales: dict) -> object:
     """``pipe`` with every throughput multiplied by the scale of its role (``exp_scale`` for exp)."""
     if not isinstance(pipe, dict) or not isinstance(pipe.get("throughput"), dict):
         return pipe  # malformed by an override: validation names it
@@ -289,7 +294,8 @@ def _groups(points: list[Point]) -> list[list[Point]]:
 
 
 def run_sweep(points: list[Point], out: str | Path | None = None, *, executor: str = "local",
-              jobs: int | None = None, scheduler=None, max_points: int | None = None,
+              jobs: int | None = None, scheduler: str | distributed.Client | None = None,
+              max_points: int | None = None,
               progress: bool = False) -> SweepResult:
     """Run the points ``out/points.jsonl`` lacks (at most ``max_points`` of them); keep each as it ends.
 
@@ -323,7 +329,7 @@ def _args(group: list[Point]) -> tuple:
 
 
 def _compute(groups: list[list[Point]], executor: str, jobs: int | None,
-             scheduler) -> Iterator[tuple[list[Point], list[dict]]]:
+             scheduler: str | distributed.Client | None) -> Iterator[tuple[list[Point], list[dict]]]:
     if not groups:
         return iter(())
     if executor == "dask":
@@ -367,7 +373,8 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _on_dask(groups: list[list[Point]], scheduler) -> Iterator[tuple[list[Point], list[dict]]]:
+def _on_dask(groups: list[list[Point]],
+             scheduler: str | distributed.Client | None) -> Iterator[tuple[list[Point], list[dict]]]:
     from dask import distributed
 
     try:
@@ -433,7 +440,7 @@ def _appending(path: Path) -> Iterator[Callable[[dict], dict]]:
         yield append
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     return value.item() if hasattr(value, "item") else str(value)
 
 

@@ -10,10 +10,12 @@ backend state): PNG through Agg, SVG through matplotlib's SVG writer.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypedDict
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.typing import ColorType
@@ -124,7 +126,7 @@ VERDICT_STYLE: dict[str, PointStyle] = {"broken": {"marker": "X", "color": "#c00
                  "degraded": {"marker": "o", "mfc": "none", "color": "#e08000", "ms": 14, "ls": ""}}
 
 
-def _mark_verdicts(ax, xs: list, ys: list, verdicts: list[str]) -> None:
+def _mark_verdicts(ax: Axes, xs: list, ys: list, verdicts: list[str]) -> None:
     """Broken points get a red cross, degraded ones an orange ring: never hidden, never plain."""
     for xv, yv, verdict in zip(xs, ys, verdicts):
         if verdict in VERDICT_STYLE:
@@ -153,9 +155,9 @@ def plot_pareto(frame: pd.DataFrame, series: list[str], stem: Path) -> list[Path
     finite = err[frame["verdict"] != "broken"].dropna()
     top = (finite.max() if not finite.empty else 1.0) * 4
     for (name, group), color in zip(_groups(frame, [c for c in series if c in frame]), _colors()):
-        for i, row in group.iterrows():
+        for (_, row), e in zip(group.iterrows(), err.loc[group.index]):
             broken = row["verdict"] == "broken"
-            y = top if broken or not math.isfinite(err[i]) else err[i]
+            y = top if broken or not math.isfinite(e) else e
             style: PointStyle = {**VERDICT_STYLE.get(row["verdict"], {"marker": "o", "ls": "", "ms": 7}),
                                  "color": "#c00000" if broken else color}
             ax.plot([row["latency_cycles"]], [y], **style)
@@ -173,7 +175,7 @@ def plot_pareto(frame: pd.DataFrame, series: list[str], stem: Path) -> list[Path
     return _save(fig, stem)
 
 
-def _frontier(ax, ok: pd.DataFrame, err: pd.Series) -> None:
+def _frontier(ax: Axes, ok: pd.DataFrame, err: pd.Series) -> None:
     points = sorted((lat, e) for lat, e in zip(ok["latency_cycles"], err.loc[ok.index]) if math.isfinite(e))
     front, best = [], math.inf
     for lat, e in points:
@@ -184,7 +186,7 @@ def _frontier(ax, ok: pd.DataFrame, err: pd.Series) -> None:
         ax.plot(*zip(*front), color="black", ls="--", lw=1, label="Pareto front")
 
 
-def _colors():
+def _colors() -> Iterator[str]:
     from itertools import cycle
     from matplotlib import rcParams
     return cycle(rcParams["axes.prop_cycle"].by_key()["color"])
@@ -208,7 +210,7 @@ def plot_shares(frame: pd.DataFrame, x: str, series: list[str], stem: Path) -> l
     return _save(fig, stem)
 
 
-def _share_bars(ax, group: pd.DataFrame, x: str) -> None:
+def _share_bars(ax: Axes, group: pd.DataFrame, x: str) -> None:
     pos = range(len(group))
     bottom = [0.0] * len(group)
     for role, color in SHARE_COLORS.items():
@@ -227,7 +229,7 @@ def _share_bars(ax, group: pd.DataFrame, x: str) -> None:
     ax.set(xlabel=x, ylim=(0, 1.3))
 
 
-def _groups(frame: pd.DataFrame, series: list[str]):
+def _groups(frame: pd.DataFrame, series: list[str]) -> Iterator[tuple[str, pd.DataFrame]]:
     if not series:
         yield "all", frame
         return
@@ -236,7 +238,7 @@ def _groups(frame: pd.DataFrame, series: list[str]):
         yield " ".join(_label(v) if c in ("hw", "algo") else f"{c}={_label(v)}" for c, v in zip(series, key)), group
 
 
-def _mark_bottlenecks(ax, xs: list, ys: list, roles: list[str], color: ColorType) -> None:
+def _mark_bottlenecks(ax: Axes, xs: list, ys: list, roles: list[str], color: ColorType) -> None:
     for i, (xv, yv, role) in enumerate(zip(xs, ys, roles)):
         ax.plot([xv], [yv], ROLE_MARKERS.get(role, "x"), color=color, ms=7)
         if i and role != roles[i - 1]:
@@ -257,7 +259,7 @@ def _x_positions(values: pd.Series) -> tuple[dict, list]:
     return {v: i for i, v in enumerate(uniq)}, [_label(v) for v in uniq]
 
 
-def _x_scale(ax, values: pd.Series, positions: dict, labels: list) -> None:
+def _x_scale(ax: Axes, values: pd.Series, positions: dict, labels: list) -> None:
     if labels:
         ax.set_xticks(range(len(labels)), labels)
         return
@@ -268,11 +270,11 @@ def _x_scale(ax, values: pd.Series, positions: dict, labels: list) -> None:
     ax.minorticks_off()
 
 
-def _is_number(v) -> bool:
+def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _label(v) -> str:
+def _label(v: object) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
