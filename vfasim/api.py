@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +98,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         queries: int = 1, options: Options = Options(), trace_out: str | Path | None = None,
         progress: bool = False, batch: int = 1, kernel_style: str | None = None, dispatch: str = "waves",
         numerics_heads: int = 0, numerics: str | None = None, matmul_format: str | None = None,
-        **option_kwargs) -> RunResult:
+        **option_kwargs: Any) -> RunResult:
     """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result.
 
     Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
@@ -133,7 +133,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
 
 
 def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *,
-                schedules: list[str] | None = None, **run_kwargs) -> list[RunResult]:
+                schedules: list[str] | None = None, **run_kwargs: Any) -> list[RunResult]:
     """``run`` on each config, the numerics computed once: the configs must compute in one precision.
 
     Each result is the one ``run(hw, algo, schedule=..., **run_kwargs)`` gives; the
@@ -207,7 +207,7 @@ def _options(options: Options, option_kwargs: dict) -> Options:
 @checked
 def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *,
                       schedule: str = "pipelined", factors: tuple[float, ...] = (2.0, 0.5),
-                      **run_kwargs) -> "pd.DataFrame":
+                      **run_kwargs: Any) -> "pd.DataFrame":
     """``vfasim sensitivity``: one functional run, then its trace re-simulated per hardware parameter.
 
     ``run_kwargs`` are ``run``'s workload, shape and algorithm-option keywords.
@@ -236,7 +236,7 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
              kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
              qkv: str | Path | None = None, decode: bool = False, queries: int = 1,
              options: Options = Options(), progress: bool = False, references: bool = False,
-             numerics: str | None = "full", **option_kwargs) -> _Prepared:
+             numerics: str | None = "full", **option_kwargs: Any) -> _Prepared:
     """Config, policy and workload resolved, and the functional engine run (its trace inside).
 
     With ``references``, the float64 oracle and the fa2 baseline start in a second thread

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,7 @@ OPTION_SCOPE: dict[str, tuple[str, ...]] = {
 MITIGATIONS: tuple[str, ...] = ("protect_special", "minit_clamp", "minit_margin", "fp32_state", "p_bf16")
 
 
-def policy_for(algo: str, **options) -> Policy:
+def policy_for(algo: str, **options: Any) -> Policy:  # options: Policy fields, checked by name below
     """The policy of ``algo`` with ablation ``options`` applied (None = keep the default)."""
     if algo not in ALGORITHMS:
         raise VfasimError(f"unknown algorithm {algo!r} (valid: {', '.join(ALGORITHMS)})")

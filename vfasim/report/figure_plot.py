@@ -10,12 +10,17 @@ quoted shares imply, one the exp-scale curve, one the claims with their verdicts
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from vfasim.figure.claims import PRIMARY
 from vfasim.figure.params import describe
 from vfasim.outputs import save_figure
+
+if TYPE_CHECKING:
+    from vfasim.figure import LatencyRatio
 
 COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
 SHORT_CLASS = {"impossible in any fixed-schedule model": "impossible (any model)",
@@ -24,7 +29,7 @@ SHORT_CLASS = {"impossible in any fixed-schedule model": "impossible (any model)
                "not classified (no search)": "not classified (no search)", "": ""}
 
 
-def plot_latency_ratio(result, out: Path, stem: str = "latency_ratio") -> list[Path]:
+def plot_latency_ratio(result: LatencyRatio, out: Path, stem: str = "latency_ratio") -> list[Path]:
     """PNG + SVG of the four panels and the caption line."""
     fig = Figure(figsize=(15, 9.5))  # no pyplot: no global backend or state
     grid = fig.add_gridspec(2, 3, height_ratios=(1.25, 1), width_ratios=(2.2, 1, 1.2))
@@ -38,18 +43,18 @@ def plot_latency_ratio(result, out: Path, stem: str = "latency_ratio") -> list[P
     return save_figure(fig, [out / f"{stem}.{ext}" for ext in ("png", "svg")], dpi=110)
 
 
-def caption(result) -> str:
+def caption(result: LatencyRatio) -> str:
     ratios = ", ".join(f"{r:.2f} at head dim {d}" for d, r in result.exp_over_tensor.items())
     return (f"Granularity {result.granularity}, head dim {result.head_dim}; exp time / FP16 tensor time per tile: "
             f"{ratios}. Reading: {PRIMARY.latency} latency, speedups vs {PRIMARY.baseline}, P6 '{PRIMARY.quantifier}', "
             f"P7 {PRIMARY.exp} exp. Configs' parameters: {describe(result.params)}.")
 
 
-def _cell(result, rows: list[dict]) -> list[dict]:
+def _cell(result: LatencyRatio, rows: list[dict]) -> list[dict]:
     return [r for r in rows if (r["granularity"], r["head_dim"]) == (result.granularity, result.head_dim)]
 
 
-def _bars(ax, result) -> None:
+def _bars(ax: Axes, result: LatencyRatio) -> None:
     bars = [r for r in _cell(result, result.rows) if r["algo"] != "fa4"]
     share_claims = {(c["_hw"], c["_algo"]): c for c in _cell(result, result.claims) if c["kind"] == "share"}
     x = range(len(bars))
@@ -83,7 +88,7 @@ def _hatch(claim: dict | None) -> str:
     return "///" if claim is not None and not claim["met"] else ""
 
 
-def _implied(ax, result) -> None:
+def _implied(ax: Axes, result: LatencyRatio) -> None:
     rows = result.implied
     bottom = [0.0] * len(rows)
     for cls, color in COLORS.items():
@@ -101,7 +106,7 @@ def _implied(ax, result) -> None:
                  "on C16V32, stacked", fontsize=8)
 
 
-def _curve(ax, result) -> None:
+def _curve(ax: Axes, result: LatencyRatio) -> None:
     rows = [r for r in result.curve if (r["granularity"], r["head_dim"]) == ("block", result.head_dim)]
     xs = [r["exp_scale"] if r["exp_scale"] != float("inf") else 256.0 for r in rows]
     styles = {"stacked_vs_vfa_c16v32": ("-", "stacked, vs VFA C16V32 (primary)"),
@@ -120,7 +125,7 @@ def _curve(ax, result) -> None:
     ax.legend(fontsize=6.5)
 
 
-def _claims(ax, result) -> None:
+def _claims(ax: Axes, result: LatencyRatio) -> None:
     rows = [c for c in result.claims if c["primary"]]
     ax.axis("off")
     cells = [[c["claim"], f"{c['paper_value']:.3g}", f"{c['model_value']:.3g}", "met" if c["met"] else "MISS",

@@ -10,12 +10,16 @@ import io
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vfasim.figure.claims import PRIMARY_REASON
 from vfasim.figure.fit import P7_PROOF
 from vfasim.figure.params import PARAM_RANGES, at_bound, describe
 from vfasim.figure.views import BAR_COLUMNS
 from vfasim.outputs import write_text
+
+if TYPE_CHECKING:
+    from vfasim.figure import LatencyRatio
 
 CLAIM_COLUMNS = ("claim", "reading", "primary", "granularity", "head_dim", "paper_value", "model_value", "met",
                  "role", "miss_class")
@@ -26,7 +30,7 @@ CURVE_COLUMNS = ("granularity", "head_dim", "exp_scale", "stacked_vs_vfa_c16v32"
                  "stacked_vs_fa_c16v32", "overlapped_vs_fa_c16v32", "stacked_vs_fa_same", "overlapped_vs_fa_same")
 
 
-def write_latency_ratio(result, out: Path) -> list[Path]:
+def write_latency_ratio(result: LatencyRatio, out: Path) -> list[Path]:
     """Figure (PNG, SVG), latency_ratio.csv, claims.csv/.md, params.json, exp_curve.csv, implied.csv."""
     from vfasim.report.figure_plot import (
         plot_latency_ratio,  # matplotlib only when drawing
@@ -47,7 +51,7 @@ def write_latency_ratio(result, out: Path) -> list[Path]:
     return paths
 
 
-def _cell(v) -> str:
+def _cell(v: object) -> str:
     if isinstance(v, bool):
         return str(v).lower()
     return f"{v:.4g}" if isinstance(v, float) else str(v)
@@ -66,10 +70,11 @@ def markdown_table(rows: list[dict], columns: tuple[str, ...]) -> str:
     return "\n".join(lines + ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]) + "\n"
 
 
-def params_doc(result) -> dict:
-    doc = {"configs": asdict(result.params), "configs_at_bound": at_bound(result.params),
+def params_doc(result: LatencyRatio) -> dict:
+    doc: dict[str, object] = {"configs": asdict(result.params), "configs_at_bound": at_bound(result.params),
            "ranges": {k: [lo, hi, why] for k, (lo, hi, why) in PARAM_RANGES.items()}, "fit": sorted(result.fit)}
     if result.fitted is not None:
+        assert result.best_all is not None  # bounded_fit gives both or neither
         doc |= {"fitted": asdict(result.fitted), "fitted_at_bound": at_bound(result.fitted),
                 "configs_hold_the_fit": result.fitted == result.params,
                 "best_all_claims": {"params": asdict(result.best_all["params"]), "met": sorted(result.best_all["met"])}}
@@ -78,7 +83,7 @@ def params_doc(result) -> dict:
     return doc
 
 
-def summary(result) -> str:
+def summary(result: LatencyRatio) -> str:
     """What the command prints: the primary claims, the parameters, and the headline facts."""
     primary = [c for c in result.claims if c["primary"]]
     met = sum(c["met"] for c in primary)
@@ -87,6 +92,7 @@ def summary(result) -> str:
              *(f"  {c['claim']} {c['miss_class']}: {c['why']}" for c in primary if not c["met"]),
              f"configs: {describe(result.params)}"]
     if result.fitted is not None:
+        assert result.best_all is not None  # bounded_fit gives both or neither
         same = "yes" if result.fitted == result.params else "NO, refit differs"
         lines += [f"bounded fit to {','.join(sorted(result.fit))}: {describe(result.fitted)}; configs hold it: {same}",
                   (f"best any grid point does on all claims at once: {len(result.best_all['met'])} of 12 "
@@ -103,14 +109,14 @@ def summary(result) -> str:
     return "\n".join(lines)
 
 
-def _capture_line(result) -> str:
+def _capture_line(result: LatencyRatio) -> str:
     rows = [c for c in result.capture if c["head_dim"] == result.head_dim]
     parts = ", ".join(f"{c['hw']} {c['captured']:.0%}" for c in rows)
     return f"share of VFA's vector saving that FA4's conditional rescale already captures (block, head dim " \
            f"{result.head_dim}): {parts}"
 
 
-def claims_markdown(result) -> str:
+def claims_markdown(result: LatencyRatio) -> str:
     primary = [c for c in result.claims if c["primary"]]
     misses = [c for c in result.claims if not c["met"] and c["granularity"] == "block"]
     parts = [

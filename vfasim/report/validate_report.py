@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from vfasim.calibrate import Group
+    from vfasim.validate import Prediction, Row
 
 CHIP_COLORS = {"H100-SXM": "#4c72b0", "H200": "#55a868", "B200": "#c44e52", "B300": "#8172b2",
                "Ascend-910B": "#dd8452"}
 KERNEL_MARKERS = {"fa2": "o", "fa3": "s", "pto_manual_fa": "D", "pto_jit_flash": "^"}  # fp8 rows: "v"
 
 
-def _mape(preds) -> float | None:
+def _mape(preds: list[Prediction]) -> float | None:
     return float(np.mean([abs(p.error) for p in preds])) if preds else None
 
 
@@ -26,7 +33,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def why(p) -> str:
+def why(p: Prediction) -> str:
     """One line: model vs measured, and what the model says bounds the launch."""
     r = p.row
     unit = "TFLOP/s" if r.metric == "tflops" else "us"
@@ -37,7 +44,7 @@ def why(p) -> str:
             f"bound {p.bound} ({util}); {p.waves} wave(s)")
 
 
-def to_doc(groups, not_modelled: dict, ratios: list[dict], fit_seq_lens, tuning: dict,
+def to_doc(groups: list[Group], not_modelled: dict, ratios: list[dict], fit_seq_lens: Iterable[int], tuning: dict,
            chips_without_rows: list[str]) -> dict:
     """The JSON document: errors are fractions, not percent."""
     return {
@@ -55,7 +62,7 @@ def to_doc(groups, not_modelled: dict, ratios: list[dict], fit_seq_lens, tuning:
     }
 
 
-def _row_doc(r) -> dict:
+def _row_doc(r: Row) -> dict:
     return {k: getattr(r, k) for k in ("table", "chip", "kernel", "dtype", "head_dim", "causal", "seq_len",
                                        "seq_len_q", "batch", "heads", "kv_heads", "decode", "metric", "value")}
 
@@ -83,7 +90,7 @@ def format_report(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def _tuning_items(doc: dict):
+def _tuning_items(doc: dict) -> Iterator[tuple[tuple[str, str], str]]:
     for key, vals in sorted(doc["tuning"].items()):
         chip, style = key.split("/")
         text = ", ".join(f"{k} {v:g}" for k, v in vals.items() if k != "at_bound")
@@ -108,7 +115,7 @@ def _ratio_lines(ratios: list[dict]) -> list[str]:
     return out
 
 
-def write_scatter(groups, out: Path) -> list[Path]:
+def write_scatter(groups: list[Group], out: Path) -> list[Path]:
     """Predicted vs measured on log axes with y = x, one panel per quantity; PNG + SVG, atomically."""
     preds = [p for g in groups for p in g.fit + g.heldout]
     panels = [(m, [p for p in preds if p.row.metric == m]) for m in ("tflops", "latency_us")]
@@ -121,7 +128,7 @@ def write_scatter(groups, out: Path) -> list[Path]:
     return [_save_atomic(fig, out / f"validate_scatter.{ext}") for ext in ("png", "svg")]
 
 
-def _panel(ax, metric: str, ps) -> None:
+def _panel(ax: Axes, metric: str, ps: list[Prediction]) -> None:
     meas = np.array([p.row.value for p in ps])
     pred = np.array([p.predicted for p in ps])
     lo, hi = min(meas.min(), pred.min()) / 1.3, max(meas.max(), pred.max()) * 1.3
