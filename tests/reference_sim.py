@@ -3,7 +3,8 @@
 One generator process per op waits for the events of all its predecessors (data
 dependencies, the op ``units`` places before it in its pipeline's stream, the op
 that frees the buffer it takes), then holds a slot of its pipeline, a
-``simpy.Resource`` of ``units`` slots, for its cycles. Written from the model's
+``simpy.Resource`` of ``units`` slots, for its cycles. Pipelines that share an
+instruction stream (``shares_issue_with``) share one stream and one resource. Written from the model's
 description and independently of ``vfasim.sim``: slow, but obviously right.
 """
 
@@ -26,7 +27,9 @@ def reference_simulate(trace: Trace, hw: HardwareConfig, schedule: str) -> tuple
     preds = predecessors(trace, hw, pipe, schedule)
     env = simpy.Environment()
     done = [env.event() for _ in range(n)]
-    slots = [simpy.Resource(env, capacity=p.units) for p in hw.pipelines.values()]
+    heads = [p.shares_issue_with or name for name, p in hw.pipelines.items()]  # a shared stream: one resource
+    shared = {h: simpy.Resource(env, capacity=hw.pipelines[h].units) for h in dict.fromkeys(heads)}
+    slots = [shared[h] for h in heads]
     start, end = [0] * n, [0] * n
 
     def op(i: int):
@@ -64,10 +67,12 @@ def predecessors(trace: Trace, hw: HardwareConfig, pipe: list[int], schedule: st
             preds[i].add(i - 1)
         return preds
     order = issue_order(trace, hw.score_buffers)
-    for p, spec in enumerate(hw.pipelines.values()):
-        stream = [i for i in order if pipe[i] == p]
-        for k in range(spec.units, len(stream)):
-            preds[stream[k]].add(stream[k - spec.units])
+    heads = [spec.shares_issue_with or name for name, spec in hw.pipelines.items()]
+    for head in dict.fromkeys(heads):
+        stream = [i for i in order if pipe[i] >= 0 and heads[pipe[i]] == head]
+        units = hw.pipelines[head].units
+        for k in range(units, len(stream)):
+            preds[stream[k]].add(stream[k - units])
     for b in range(len(BUFFERS)):
         takes = [i for i in range(n) if trace.take_buffer[i] == b]
         frees = [i for i in range(n) if trace.free_buffer[i] == b]

@@ -56,13 +56,16 @@ def traces(draw) -> Trace:
 
 @st.composite
 def cores(draw) -> HardwareConfig:
-    """Four pipelines with rates for every dtype, 1-3 units each, any op kind on any of them or fused."""
+    """Four pipelines with rates for every dtype, 1-3 units each, any op kind on any of them or fused;
+    half the time the exp pipeline shares the vector pipeline's stream."""
     roles = {"cube": "tensor", "vector": "vector", "exp": "exp", "mover": "memory"}
     pipelines = {name: {"role": role, "units": draw(st.integers(1, 3)),
                         "startup_cycles": draw(st.integers(0, 3)), "issue_overhead_cycles": draw(st.integers(0, 2)),
                         "throughput": {d: draw(st.sampled_from([1, 3, 10, 40])) for d in (*DTYPES, "bytes")}}
                  for name, role in roles.items()}
     factors = draw(st.lists(st.sampled_from(KIND_NAMES), max_size=3, unique=True))
+    if draw(st.booleans()):  # exp ops join the vector pipeline's stream
+        pipelines["exp"].update(units=pipelines["vector"]["units"], shares_issue_with="vector")
     return HardwareConfig.model_validate({
         "name": "random", "clock_ghz": 1.0, "score_buffers": draw(st.integers(1, 4)),
         "precision": {"matmul": "float16", "vector": "float32"}, "pipelines": pipelines,

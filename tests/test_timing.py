@@ -61,6 +61,42 @@ def test_fill_and_drain_count_in_latency_and_stats_add_up():
     assert stats.bottleneck == "cube"
 
 
+# Two tiles whose softmax is an exp and a row sum: (kind, step, key block, work, deps)
+SOFTMAX_TILES = [
+    ("load_k", 1, 0, 20, []), ("qk_matmul", 1, 0, 40, [0]), ("exp", 1, 0, 30, [1]), ("rowsum", 1, 0, 50, [2]),
+    ("load_k", 2, 1, 20, []), ("qk_matmul", 2, 1, 40, [4]), ("exp", 2, 1, 30, [5]), ("rowsum", 2, 1, 50, [6, 3]),
+]
+
+
+def shared_issue_hw(**overrides):
+    doc = tiny_hw(**overrides).model_dump()
+    doc["pipelines"]["exp"]["shares_issue_with"] = "vector"
+    return type(tiny_hw()).model_validate(doc)
+
+
+def test_without_a_shared_stream_exp_and_vector_overlap():
+    # cycles: load 3, QK 5, exp 4, rowsum 6. Tile 2's exp (13..17) runs beside tile 1's row sum (12..18).
+    assert spans(hand_trace(SOFTMAX_TILES), tiny_hw(score_buffers=2)) == [
+        ("load_k", "mover", 0, 3), ("qk_matmul", "cube", 3, 8), ("exp", "exp", 8, 12),
+        ("rowsum", "vector", 12, 18), ("load_k", "mover", 3, 6), ("qk_matmul", "cube", 8, 13),
+        ("exp", "exp", 13, 17), ("rowsum", "vector", 18, 24)]
+
+
+def test_exp_and_vector_ops_sharing_a_stream_take_turns():
+    # One in-order stream: exp 1, rowsum 1, exp 2, rowsum 2. Tile 2's exp, ready at 13, waits for
+    # tile 1's row sum (stream, 12..18), runs 18..22, and its row sum 22..28; the cube is not held.
+    trace, hw = hand_trace(SOFTMAX_TILES), shared_issue_hw(score_buffers=2)
+    assert spans(trace, hw) == [
+        ("load_k", "mover", 0, 3), ("qk_matmul", "cube", 3, 8), ("exp", "exp", 8, 12),
+        ("rowsum", "vector", 12, 18), ("load_k", "mover", 3, 6), ("qk_matmul", "cube", 8, 13),
+        ("exp", "exp", 18, 22), ("rowsum", "vector", 22, 28)]
+    frame = spans_frame(trace, simulate(trace, hw))
+    assert (frame["waited_on"][6], frame["wait"][6]) == (3, "stream")
+    stats = timing_stats(trace, simulate(trace, hw), hw)
+    assert (stats.pipelines["exp"]["busy_cycles"], stats.pipelines["vector"]["busy_cycles"]) == (8, 12)
+    assert stats.bottleneck == "vector+exp"  # (8 + 12) / 28 of the shared stream, above any one pipeline
+
+
 def test_fused_ops_take_no_time_but_keep_order():
     op_map = dict(tiny_hw().op_map, exp="fused")
     assert spans(hand_trace(TWO_TILES[:4]), tiny_hw(op_map=op_map)) == [

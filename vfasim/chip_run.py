@@ -29,6 +29,7 @@ from vfasim.errors import VfasimError
 from vfasim.functional import Policy, Precision, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig
+from vfasim.sim import busiest_stream
 from vfasim.trace import OP_KINDS, Trace
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, po
         "hw": config.name, "algo": algo, "workload": workload, "latency_cycles": res.latency_cycles,
         "latency_us": us, "pipelines": pipes,
         "shares": {c: (v / total if total else 0.0) for c, v in by_class.items()},
-        "bottleneck": max(pipes, key=lambda n: pipes[n]["utilization"]),
+        "bottleneck": busiest_stream({n: p["utilization"] for n, p in pipes.items()}, config),
         "ops": {k: int(v) for k, v in res.kind_cycles.items()},
         "manifest": {"version": __version__, "hw_digest": config.digest(), "seed": seed,
                      "trace_digest": trace.digest(), "trace_ops": len(trace),

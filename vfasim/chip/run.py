@@ -11,11 +11,12 @@ Chip-level figures:
 - busy cycles per pipeline = sum over units of their ops' cycles (each unit
   counted once, decode splits repeating their prelude and epilogue);
   utilisation = busy / (pipeline units × cores × latency).
-- bound: the highest of tensor, vector and exp utilisation (per role) and
-  memory utilisation (the busier of the HBM and L2 ports: bytes / (bytes per
-  cycle × latency)); ``launch`` when none reaches 50% — too few units, a long
-  tail or exposed latency, not a resource, bounds the chip (the per-unit bounds
-  then say what held each unit).
+- bound: the highest of tensor, vector and exp utilisation (per role), of each
+  stream pipelines share (``shares_issue_with``: their roles joined by "+", e.g.
+  ``vector+exp``, utilisations summed) and memory utilisation (the busier of the
+  HBM and L2 ports: bytes / (bytes per cycle × latency)); ``launch`` when none
+  reaches 50% — too few units, a long tail or exposed latency, not a resource,
+  bounds the chip (the per-unit bounds then say what held each unit).
 - FLOPs = 4 · head_dim · visible query-key pairs · heads · batch (causal pairs
   counted exactly), the convention of published attention throughput.
 - Decode with splits > 1 adds a combine launch after the main one: per (batch,
@@ -199,6 +200,7 @@ def _totals(trace: Trace, plan: _Plan, launch: Launch, times: LaunchTimes, combi
     hits = sum(float(t.l2_hit_bytes.sum()) for t in runs)
     port = hbm + hits if ports.l2 is not None else 0.0
     classes = {r: max((util[n] for n in names if core.pipelines[n].role == r), default=0.0) for r in ROLES}
+    classes.update(_shared_streams(core, util))
     classes["memory"] = max([b / (c * latency) for b, c in ((hbm, ports.hbm), (port, ports.l2)) if c] or [0.0])
     return ChipResult(
         latency_cycles=latency, streams_per_core=plan.streams, slots_per_core=plan.slots, splits=plan.splits,
@@ -207,6 +209,12 @@ def _totals(trace: Trace, plan: _Plan, launch: Launch, times: LaunchTimes, combi
         kind_cycles={KIND_NAMES[i]: float(c) for i, c in enumerate(by_kind) if c},
         utilization={**util, **{f"class_{k}": v for k, v in classes.items()}},
         bound=_bound(classes), flops=flops, hbm_bytes=hbm, l2_bytes=hits, l2_port_bytes=port)
+
+
+def _shared_streams(core: HardwareConfig, util: dict[str, float]) -> dict[str, float]:
+    """Utilisation of each stream several pipelines share, named by their roles joined by "+" (e.g. vector+exp)."""
+    shared = [s for s in core.issue_streams() if len(s) > 1]
+    return {"+".join(core.pipelines[n].role for n in s): sum(util[n] for n in s) for s in shared}
 
 
 def _bound(classes: dict[str, float]) -> str:

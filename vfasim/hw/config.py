@@ -10,6 +10,9 @@ Assumptions:
   + issue overhead cycles; start-up is not overlapped between ops.
 - An op kind mapped to ``fused`` costs nothing (e.g. O accumulation inside the
   cube's accumulator); it still orders its dependants.
+- A pipeline with ``shares_issue_with`` has no instruction stream of its own: its ops
+  join the named pipeline's in-order stream, so ops of the two never run side by side
+  (busy cycles are still counted per pipeline). ``issue_streams`` lists the streams.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ class Pipeline(_Strict):
     startup_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES, description="Fixed latency added to every op on this pipeline")
     issue_overhead_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES, description="Per-instruction issue cost, once per op")
     units: int = Field(default=1, strict=True, gt=0, le=4096, description="Identical instances that serve ops in parallel")
+    shares_issue_with: str | None = Field(
+        default=None, min_length=1, description="Another pipeline whose in-order instruction stream this one's ops "
+                                                "join (the two never run side by side); absent: a stream of its own")
 
     @model_validator(mode="after")
     def _known_positive_rates(self) -> Pipeline:
@@ -115,7 +121,32 @@ class HardwareConfig(_Strict):
                 raise ValueError(f"work_factor.{kind} must name an op kind and be a finite number in "
                                  f"(0, {MAX_WORK_FACTOR:g}]")
         self._check_rates()
+        self._check_shared_issue()
         return self
+
+    def _check_shared_issue(self) -> None:
+        """A shared stream names another pipeline that has its own stream and as many units."""
+        for name, p in self.pipelines.items():
+            other = p.shares_issue_with
+            if other is None:
+                continue
+            if other == name or other not in self.pipelines:
+                raise ValueError(f"pipelines.{name}.shares_issue_with must name another pipeline "
+                                 f"(pipelines: {', '.join(self.pipelines)})")
+            if self.pipelines[other].shares_issue_with is not None:
+                raise ValueError(f"pipelines.{name}.shares_issue_with names {other!r}, which itself shares "
+                                 f"another's stream: name that stream's own pipeline")
+            if self.pipelines[other].units != p.units:
+                raise ValueError(f"pipelines.{name}.shares_issue_with: {name!r} and {other!r} need the same units "
+                                 "to share one stream")
+
+    def issue_streams(self) -> list[tuple[str, ...]]:
+        """Pipeline names per in-order instruction stream, streams in order of their first pipeline."""
+        streams: dict[str, list[str]] = {}
+        for name, p in self.pipelines.items():
+            head = p.shares_issue_with or name
+            streams.setdefault(head, []).append(name)
+        return sorted((tuple(v) for v in streams.values()), key=lambda s: list(self.pipelines).index(s[0]))
 
     def _check_rates(self) -> None:
         """Every pipeline an op kind maps to must have a rate for the dtype it will see."""

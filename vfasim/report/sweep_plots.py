@@ -22,7 +22,7 @@ from matplotlib.typing import ColorType
 
 from vfasim.outputs import save_figure, write_with
 
-ROLE_MARKERS = {"tensor": "o", "vector": "s", "exp": "^", "memory": "D"}
+ROLE_MARKERS = {"tensor": "o", "vector": "s", "exp": "^", "vector+exp": "P", "memory": "D"}
 SHARE_COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
 #: every file ``write_sweep`` writes into its folder
 SWEEP_FILES = ("results.csv", "results.parquet", *(f"{s}.{e}" for s in ("latency", "speedup", "shares")
@@ -35,7 +35,7 @@ def sweep_row(record: dict) -> dict:
     """One row: a point's inputs, then every figure of its result as a scalar column."""
     doc = record["result"]
     row = {**record["inputs"], "latency_cycles": doc["latency_cycles"], "latency_us": doc["latency_us"],
-           "bottleneck": doc["bottleneck"], "bottleneck_role": doc["roles"].get(doc["bottleneck"], "")}
+           "bottleneck": doc["bottleneck"], "bottleneck_role": "+".join(doc["roles"].get(n, "") for n in doc["bottleneck"].split("+"))}
     row |= {f"share_{k}": v for k, v in doc["shares"].items()}
     row |= {f"{pipe}_{k}": v for pipe, stats in doc["pipelines"].items() for k, v in stats.items()}
     row |= {f"op_{k}_cycles": v for k, v in doc["ops"].items()}

@@ -7,7 +7,8 @@ Conventions (the tests pin these down):
 - Each pipeline runs its own instruction stream *in order*, like an in-order
   issue queue: an op starts once its dependencies have ended and the op before
   it in its pipeline's stream has ended (with ``units`` > 1, the op ``units``
-  places before it).
+  places before it). Pipelines marked ``shares_issue_with`` share one stream:
+  their ops take turns in issue order and never overlap one another.
 - ``pipelined`` (software pipelining over B = score_buffers tiles in flight):
   the trace gives each op a stage; stage s of tile t is issued in step
   t + min(s, B − 1), and within a step stages go in order, so the cube runs

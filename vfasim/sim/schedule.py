@@ -5,7 +5,8 @@ named. An op waits on three kinds of edge (``EDGE_KINDS``; ``port`` is kept for
 arbitrated memory ports of a chip model and never made here):
 - data: its dependencies (``dep_ptr``/``dep_idx``);
 - stream: the op ``units`` places before it in its pipeline's in-order
-  instruction stream (``serial``: the op before it in issue order);
+  instruction stream, which pipelines with ``shares_issue_with`` share
+  (``serial``: the op before it in issue order);
 - buffer: the i-th op taking a tile buffer waits for the (i − B)-th op freeing
   it, B = ``score_buffers`` (``pipelined`` only).
 
@@ -94,8 +95,9 @@ def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig,
                   schedule: str) -> tuple[np.ndarray, np.ndarray]:
     """Per op, the op its stream issues ``units`` places before it (-1 if none), and its chain.
 
-    Ops of one chain (a pipeline's stream index mod ``units``; the whole core under
-    ``serial``) follow one another, so each ends no later than any later one starts.
+    Ops of one chain (a stream's index mod ``units``, one stream per entry of
+    ``hw.issue_streams()``; the whole core under ``serial``) follow one another, so
+    each ends no later than any later one starts.
     Fused ops are in no chain (-1). Op ids fit int32, as in the trace's ``dep_idx``.
     """
     before = np.full(pipe.size, -1, np.int32)
@@ -103,13 +105,14 @@ def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig,
         before[1:] = np.arange(pipe.size - 1)
         return before, np.zeros(pipe.size, np.int32)
     chain = np.full(pipe.size, -1, np.int32)
-    offset = 0
-    for p, spec in enumerate(hw.pipelines.values()):
-        stream = order[pipe[order] == p]
-        if stream.size > spec.units:
-            before[stream[spec.units:]] = stream[: -spec.units]
-        chain[stream] = offset + np.arange(stream.size) % spec.units
-        offset += spec.units
+    offset, names = 0, list(hw.pipelines)
+    for group in hw.issue_streams():
+        units = hw.pipelines[group[0]].units
+        stream = order[np.isin(pipe[order], [names.index(n) for n in group])]
+        if stream.size > units:
+            before[stream[units:]] = stream[: -units]
+        chain[stream] = offset + np.arange(stream.size) % units
+        offset += units
     return before, chain
 
 

@@ -3,7 +3,9 @@
 Definitions:
 - busy cycles of a pipeline = sum of the durations of the ops it ran;
   utilisation = busy / (units × total cycles).
-- bottleneck = the pipeline with the highest utilisation.
+- bottleneck = the busiest in-order instruction stream: the pipeline with the
+  highest utilisation, or, for pipelines sharing one stream (``shares_issue_with``),
+  their names joined by "+" (e.g. ``vector+exp``) with their utilisations summed.
 - shares = busy cycles by op class (tensor, vector, exp) over their sum: the
   quantities the VFA paper's latency-ratio figure stacks. Classing by op (not
   by pipeline) keeps exp work counted as exp even on a core whose exp runs on
@@ -50,8 +52,14 @@ def timing_stats(trace: Trace, timeline: Timeline, hw: HardwareConfig) -> Timing
     by_class = {c: sum(v for k, v in ops.items() if OP_KINDS[k][0] == c) for c in SHARE_CLASSES}
     denom = sum(by_class.values())
     shares = {c: (v / denom if denom else 0.0) for c, v in by_class.items()}
-    bottleneck = max(pipelines, key=lambda n: pipelines[n]["utilization"])
+    bottleneck = busiest_stream({n: p["utilization"] for n, p in pipelines.items()}, hw)
     return TimingStats(total, pipelines, ops, shares, bottleneck)
+
+
+def busiest_stream(utilization: dict[str, float], hw: HardwareConfig) -> str:
+    """The stream of ``hw.issue_streams()`` with the highest summed utilisation, its pipelines joined by "+"."""
+    streams = {"+".join(s): sum(utilization[n] for n in s) for s in hw.issue_streams()}
+    return max(streams, key=lambda n: streams[n])
 
 
 def spans_frame(trace: Trace, timeline: Timeline) -> "pd.DataFrame":
