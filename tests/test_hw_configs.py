@@ -72,6 +72,14 @@ def test_names_are_case_insensitive_and_paths_load(tmp_path):
     ("base: NOPE\n", r"unknown hw config 'NOPE'"),
     ("base: C16V32\nname: x\nprecision:\n  matmul: bfloat16\npipelines:\n  cube:\n    throughput:\n"
      "      float16: 1\n", None),
+    ("base: C16V32\nname: x\npipelines:\n  exp:\n    shares_issue_with: sfu\n",
+     r"pipelines\.exp\.shares_issue_with must name another pipeline"),
+    ("base: C16V32\nname: x\npipelines:\n  exp:\n    shares_issue_with: exp\n",
+     r"pipelines\.exp\.shares_issue_with must name another pipeline"),
+    ("base: C16V32\nname: x\npipelines:\n  exp:\n    shares_issue_with: vector\n  cube:\n"
+     "    shares_issue_with: exp\n", r"pipelines\.cube\.shares_issue_with names 'exp', which itself shares"),
+    ("base: C16V32\nname: x\npipelines:\n  exp:\n    shares_issue_with: vector\n  vector:\n    units: 2\n",
+     r"'exp' and 'vector' need the same units"),
 ])
 def test_bad_configs_fail_loudly_naming_the_field(tmp_path, text, match):
     path = tmp_path / "bad.yaml"
@@ -130,6 +138,11 @@ def test_real_chips_keep_the_facts_that_set_them_apart():
     assert b300.pipelines["exp"].throughput["float32"] == 2 * b200.pipelines["exp"].throughput["float32"]
     assert "float4_e2m1" in b200.pipelines["tensor"].throughput
     assert "float4_e2m1" not in h100.pipelines["tensor"].throughput
+    for gpu in (h100, h200):  # FA2/FA3 on Hopper: the softmax's exp and FP32 work take turns on one stream
+        assert ("vector", "exp") in gpu.issue_streams()
+    for gpu in (b200, b300):  # FA4 on Blackwell overlaps them (see b200.yaml)
+        assert ("vector",) in gpu.issue_streams() and ("exp",) in gpu.issue_streams()
+    assert all(len(s) == 1 for s in load_hw("C16V32").issue_streams())  # the paper's cores keep their own
     ascend = load_hw("Ascend-910B")
     assert ascend.pipelines["vector"].units == 2  # one cube, two vector cores
     assert ascend.op_map["move_s"] == ascend.op_map["move_p"] == "link"  # S and P through L2
