@@ -34,8 +34,9 @@ TABLE_FIGURES = ("latency_cycles", "speedup", "verdict", "rel_err_vs_fp64", "bot
 def sweep_row(record: dict) -> dict:
     """One row: a point's inputs, then every figure of its result as a scalar column."""
     doc = record["result"]
+    role = "+".join(doc["roles"].get(n, "") for n in doc["bottleneck"].split("+"))  # a shared stream: "vector+exp"
     row = {**record["inputs"], "latency_cycles": doc["latency_cycles"], "latency_us": doc["latency_us"],
-           "bottleneck": doc["bottleneck"], "bottleneck_role": "+".join(doc["roles"].get(n, "") for n in doc["bottleneck"].split("+"))}
+           "bottleneck": doc["bottleneck"], "bottleneck_role": role}
     row |= {f"share_{k}": v for k, v in doc["shares"].items()}
     row |= {f"{pipe}_{k}": v for pipe, stats in doc["pipelines"].items() for k, v in stats.items()}
     row |= {f"op_{k}_cycles": v for k, v in doc["ops"].items()}
