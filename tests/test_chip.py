@@ -16,7 +16,7 @@ from vfasim.cli import main
 from vfasim.errors import VfasimError
 from vfasim.functional import Precision, Tiling
 from vfasim.functional.trace_only import trace_only
-from vfasim.hw import load_hw
+from vfasim.hw import HardwareConfig, load_hw
 from vfasim.sim import simulate
 
 TOY = """base: C16V32
@@ -254,3 +254,19 @@ def test_skip_threshold_reaches_the_chip_timing():
     few, many = (vfasim.run("H100-SXM", "vsa", lam=lam, **shape) for lam in (1e-6, 0.5))
     assert few.manifest["trace_digest"] != many.manifest["trace_digest"]
     assert many.pipelines["tensor"]["busy_cycles"] < few.pipelines["tensor"]["busy_cycles"]
+
+
+def test_a_shared_exp_and_vector_stream_bounds_head_dim_64_on_h100():
+    # H100-SXM's exp joins the vector stream: at head dim 64 the softmax, not the matmuls, bounds FA3,
+    # and the chip's utilisation names the stream with the two pipelines' shares summed.
+    kw = dict(seq_len=2048, head_dim=64, heads=32, batch=8, block_q=64, block_k=128, kernel_style="fa3",
+              numerics_heads=0)
+    chip = vfasim.run("H100-SXM", "fa2", **kw).chip
+    util = chip["utilization"]
+    assert chip["bound"] == "vector+exp"
+    assert util["vector+exp"] == pytest.approx(util["vector"] + util["exp"])
+    assert util["vector+exp"] > util["tensor"]
+    doc = load_hw("H100-SXM").model_dump()
+    doc["pipelines"]["exp"]["shares_issue_with"] = None  # separate streams: the same run is faster
+    separate = vfasim.run(HardwareConfig.model_validate(doc), "fa2", **kw).chip
+    assert separate["latency_cycles"] < chip["latency_cycles"] and "vector+exp" not in separate["utilization"]
