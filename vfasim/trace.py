@@ -20,6 +20,7 @@ Assumptions:
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -209,7 +210,10 @@ class TraceBuilder:
 
     Ops are addressed by a *key* ``(row * n_slots + step) * n_kinds + kind`` so the
     engine can name dependencies before global op ids exist; ``build`` sorts by
-    key (= issue order) and resolves keys to ids.
+    key (= issue order) and resolves keys to ids. Emitted ops go straight into
+    compact growing columns (keys in int32 where the key space allows, dependencies
+    as (op, key) pairs without the -1 placeholders), so a long run holds a few tens
+    of bytes per op until ``build``. ``emit`` may be called from several threads.
     """
 
     def __init__(self, n_rows: int, n_steps: int, meta: dict | None = None, *,
@@ -218,7 +222,11 @@ class TraceBuilder:
         self.n_rows = n_rows
         self.meta = dict(meta or {})
         self.schedule = schedule
-        self._parts: list[tuple[np.ndarray, int, np.ndarray, list[np.ndarray], np.ndarray]] = []
+        key_dtype = np.int32 if n_rows * self.n_slots * len(KIND_NAMES) < 2**31 else np.int64
+        self._ops = {"key": _Column(key_dtype), "dtype": _Column(np.uint8), "work": _Column(np.int64),
+                     "kblock": _Column(np.int32)}
+        self._deps = {"op": _Column(np.int32), "key": _Column(key_dtype)}  # op: position in emission order
+        self._lock = threading.Lock()
 
     def key(self, kind: str, rows: np.ndarray, step: int | np.ndarray) -> np.ndarray:
         return (rows.astype(np.int64) * self.n_slots + step) * len(KIND_NAMES) + KIND_CODE[kind]
@@ -230,69 +238,87 @@ class TraceBuilder:
         if rows.size == 0:
             return np.empty(0, dtype=np.int64)
         keys = self.key(kind, rows, step)
-        kb = np.full(rows.size, -1, np.int32) if kblock is None else np.asarray(kblock, np.int32)
-        works = np.broadcast_to(np.asarray(work, dtype=np.int64), rows.shape)
-        deps_copy = [np.array(d, dtype=np.int64) for d in deps]  # callers may mutate theirs later
-        self._parts.append((keys, DTYPE_CODE[dtype], works, deps_copy, kb))
-        return keys.copy()
+        with self._lock:
+            first = self._ops["key"].size
+            if first + keys.size >= 2**31:
+                raise VfasimError("trace too large: op ids must fit in 32 bits")
+            for name, values in (("key", keys), ("dtype", DTYPE_CODE[dtype]), ("work", work),
+                                 ("kblock", -1 if kblock is None else kblock)):
+                self._ops[name].append(np.broadcast_to(values, keys.shape))
+            for d in deps:
+                ok = np.flatnonzero(np.broadcast_to(d, keys.shape) >= 0)
+                self._deps["op"].append(first + ok)
+                self._deps["key"].append(np.broadcast_to(d, keys.shape)[ok])
+        return keys
 
     def build(self) -> Trace:
-        keys = np.concatenate([p[0] for p in self._parts])
+        keys = self._ops["key"].take()
         order = np.argsort(keys, kind="stable")
-        if np.any(np.diff(keys[order]) == 0):
+        keys = keys[order]
+        if np.any(keys[1:] == keys[:-1]):
             raise VfasimError("invalid trace: the same op was emitted twice")
-        id_of = _KeyIndex(keys[order])
-        cols = _columns(self._parts, order, self.n_slots)
-        dep_ptr, dep_idx = _resolve_deps(self._parts, order, id_of)
+        cols = self._columns(keys, order)
+        new_pos = np.empty(order.size, np.int32)  # emission position -> op id (ids fit int32, see emit)
+        new_pos[order] = np.arange(order.size, dtype=np.int32)
+        del order
+        dep_ptr, dep_idx = self._resolve_deps(keys, new_pos)
         return Trace(**cols, **self.schedule.columns(cols["kind"]), dep_ptr=dep_ptr, dep_idx=dep_idx, meta=self.meta)
 
+    def _columns(self, keys: np.ndarray, order: np.ndarray) -> _OpColumns:
+        """The op columns in issue order (``keys`` sorted, ``order`` the emission position of each)."""
+        n_kinds = len(KIND_NAMES)
+        group = keys // n_kinds  # row * n_slots + step
+        row, step = (group // self.n_slots).astype(np.int32), (group % self.n_slots).astype(np.int32)
+        del group
+        return {"kind": (keys % n_kinds).astype(np.uint8), "row": row, "step": step,
+                "dtype": self._ops["dtype"].take()[order], "work": self._ops["work"].take()[order],
+                "kblock": self._ops["kblock"].take()[order]}
 
-class _KeyIndex:
-    """Sorted keys -> op ids by binary search."""
-
-    def __init__(self, sorted_keys: np.ndarray) -> None:
-        self.keys = sorted_keys
-
-    def __call__(self, keys: np.ndarray) -> np.ndarray:
-        pos = np.searchsorted(self.keys, keys)
-        pos_ok = np.minimum(pos, self.keys.size - 1)
-        if not np.all(self.keys[pos_ok] == keys):
+    def _resolve_deps(self, keys: np.ndarray, new_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CSR dependency arrays in issue order, each op's dependencies sorted by id."""
+        n = max(keys.size, 1)
+        wanted = self._deps["key"].take()
+        target = np.searchsorted(keys, wanted)
+        if target.size and not np.array_equal(keys[np.minimum(target, keys.size - 1)], wanted):
             raise VfasimError("invalid trace: a dependency names an op that was never emitted")
-        return pos.astype(np.int64)
+        del wanted
+        pairs = new_pos[self._deps["op"].take()].astype(np.int64)
+        pairs *= n
+        pairs += target  # owner * n + target: sorted, by owner, then target
+        del target
+        pairs.sort()
+        dep_ptr = np.zeros(keys.size + 1, np.int64)
+        np.cumsum(np.bincount(pairs // n, minlength=keys.size), out=dep_ptr[1:])
+        pairs %= n
+        return dep_ptr, pairs.astype(np.int32)
 
 
-def _columns(parts: list, order: np.ndarray, n_slots: int) -> _OpColumns:
-    keys = np.concatenate([p[0] for p in parts])[order]
-    n_kinds = len(KIND_NAMES)
-    dtype = np.concatenate([np.full(p[0].size, p[1], np.uint8) for p in parts])[order]
-    return {
-        "kind": (keys % n_kinds).astype(np.uint8),
-        "dtype": dtype,
-        "work": np.concatenate([p[2] for p in parts])[order],
-        "row": (keys // n_kinds // n_slots).astype(np.int32),
-        "step": (keys // n_kinds % n_slots).astype(np.int32),
-        "kblock": np.concatenate([p[4] for p in parts])[order],
-    }
+class _Column:
+    """A 1-D array that grows by appending, held in chunks so that growing never copies what it holds."""
 
+    MAX_CHUNK = 1 << 20  # elements
 
-def _resolve_deps(parts: list, order: np.ndarray, id_of: _KeyIndex) -> tuple[np.ndarray, np.ndarray]:
-    """CSR dependency arrays in issue order, with -1 placeholders dropped."""
-    owners, targets = [], []
-    start = 0
-    for keys, _, _, deps, _ in parts:
-        ids = np.arange(start, start + keys.size)
-        for d in deps:
-            d = np.broadcast_to(d, keys.shape)
-            ok = d >= 0
-            owners.append(ids[ok])
-            targets.append(d[ok])
-        start += keys.size
-    new_pos = np.empty(order.size, np.int64)
-    new_pos[order] = np.arange(order.size)
-    owner = new_pos[np.concatenate(owners)] if owners else np.empty(0, np.int64)
-    target = id_of(np.concatenate(targets)) if targets else np.empty(0, np.int64)
-    by_owner = np.lexsort((target, owner))
-    owner, target = owner[by_owner], target[by_owner]
-    counts = np.bincount(owner, minlength=order.size)
-    dep_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return dep_ptr, target.astype(np.int32)
+    def __init__(self, dtype: type) -> None:
+        self.dtype, self.size = dtype, 0
+        self._chunks: list[np.ndarray] = []
+        self._used = 0  # elements filled in the last chunk
+
+    def append(self, values: np.ndarray) -> None:
+        done = 0
+        while done < values.size:
+            if not self._chunks or self._used == self._chunks[-1].size:
+                self._chunks.append(np.empty(min(self.MAX_CHUNK, max(4096, self.size)), self.dtype))
+                self._used = 0
+            last = self._chunks[-1]
+            take = min(values.size - done, last.size - self._used)
+            last[self._used:self._used + take] = values[done:done + take]
+            self._used, done = self._used + take, done + take
+        self.size += values.size
+
+    def take(self) -> np.ndarray:
+        """Everything appended, as one array; the column is empty afterwards."""
+        if self._chunks:
+            self._chunks[-1] = self._chunks[-1][:self._used]
+        out = np.concatenate(self._chunks) if self._chunks else np.empty(0, self.dtype)
+        self._chunks, self._used, self.size = [], 0, 0
+        return out
