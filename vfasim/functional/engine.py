@@ -448,6 +448,7 @@ class _Loop:
         tb.emit("store_o", rows, last, self._bytes(t.block_q, "o"), self.prec.vector, deps=(norm,))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             out = self.vr(self.o / self.l[:, :, None]).astype(self.prec.vector_np)
+        del self.qb, self.kb, self.vb, self.o  # done with: let them go before the trace is built
         tb.meta["algo"] = algo
         c = self.counts
         counts = {"visited_tiles": c.visited_tiles, "skipped_tiles": c.skipped_tiles,
