@@ -27,8 +27,9 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: boo
     rows = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
     out = np.empty((heads, rows.size, d), dtype=np.float64)
     for h in range(heads):
-        kh = k[h // group].astype(np.float64)
-        vh = v[h // group].astype(np.float64)
+        kh, vh = k[h // group], v[h // group]
+        if rows.size == n:  # every stripe reads them: convert once; a sample converts only what its stripes read
+            kh, vh = kh.astype(np.float64), vh.astype(np.float64)
         for start in range(0, n, CHUNK):
             lo, hi = np.searchsorted(rows, [start, start + CHUNK])
             if lo == hi:
@@ -40,8 +41,10 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: boo
 
 
 def _stripe(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray, causal: bool) -> np.ndarray:
-    s = (q @ k.T) / np.sqrt(q.shape[1])
+    s = q @ k.astype(np.float64, copy=False).T
+    s /= np.sqrt(q.shape[1])  # in place: one float64 stripe of scores is held, not three
     if causal:
         s[np.arange(k.shape[0])[None, :] > positions[:, None]] = -np.inf
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    return (p @ v) / p.sum(axis=1, keepdims=True)
+    s -= s.max(axis=1, keepdims=True)
+    p = np.exp(s, out=s)
+    return (p @ v.astype(np.float64, copy=False)) / p.sum(axis=1, keepdims=True)
