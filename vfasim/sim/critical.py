@@ -31,6 +31,7 @@ Assumptions:
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,13 +100,13 @@ def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Op ids from the first path op to the one that ends last (lowest id on a tie)."""
     if end.size == 0:
         return np.empty(0, np.int64)
-    links = bound.tolist()
-    path = [int(np.argmax(end))]  # argmax returns the first, i.e. lowest id, maximum
+    links = np.ascontiguousarray(bound, np.int32).data  # a memoryview: no Python int per op, unlike tolist()
+    path = array("q", [int(np.argmax(end))])  # 8 bytes a path op; argmax returns the lowest id on a tie
     while links[path[-1]] >= 0 and len(path) <= len(links):
         path.append(links[path[-1]])
     if len(path) > len(links):
         raise VfasimError("timeline's record of what ops waited on has a cycle")
-    return np.array(path[::-1], np.int64)
+    return np.frombuffer(path, np.int64)[::-1].copy()
 
 
 def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: np.ndarray) -> CriticalPath:
