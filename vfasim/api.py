@@ -154,7 +154,7 @@ def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *
 def _timed(prepared: _Prepared, algo: str, config: HardwareConfig, schedule: str,
            trace_out: str | Path | None, seed: int, decode: bool, block_k: int) -> RunResult:
     """The prepared run timed on ``config``: timeline, statistics, critical path, manifest, numerics."""
-    _, policy, opts, wl, tiling, precision, result, references, blocks = prepared
+    _, policy, opts, workload, workload_digest, tiling, precision, result, references, blocks = prepared
     causal, trace = tiling.causal, result.traced()
     timeline = simulate(trace, config, schedule)
     stats = timing_stats(trace, timeline, config)
@@ -166,16 +166,16 @@ def _timed(prepared: _Prepared, algo: str, config: HardwareConfig, schedule: str
         events += row_failure_events(trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
         write_chrome_trace(trace_out, chrome_trace(trace, timeline, events, config.clock_ghz))
     manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
-                "workload_digest": _digest(wl.q, wl.k, wl.v), "trace_digest": trace.digest(),
+                "workload_digest": workload_digest, "trace_digest": trace.digest(),
                 "trace_ops": len(trace), "output_digest": _digest(result.out), "schedule": schedule}
     return RunResult(
-        hw=config.name, algo=algo, workload=wl.name, latency_cycles=stats.latency_cycles,
+        hw=config.name, algo=algo, workload=workload, latency_cycles=stats.latency_cycles,
         latency_us=stats.latency_cycles / (config.clock_ghz * 1e3), pipelines=stats.pipelines,
         shares=stats.shares, bottleneck=stats.bottleneck, ops=stats.ops, manifest=manifest,
         numerics=numerics,
-        shape={"seq_len": wl.seq_len, "kv_len": wl.kv_len, "head_dim": wl.head_dim, "heads": wl.heads,
-               "kv_heads": wl.kv_heads, "block_q": tiling.block_q, "block_k": block_k, "causal": causal,
-               "decode": decode},
+        shape={"seq_len": tiling.seq_len, "kv_len": tiling.kv_len, "head_dim": tiling.head_dim,
+               "heads": tiling.heads, "kv_heads": tiling.kv_heads, "block_q": tiling.block_q, "block_k": block_k,
+               "causal": causal, "decode": decode},
         options={"policy": asdict(policy), "lam": opts.lam if policy.skip in ("block", "row") else None,
                  "topk": opts.topk if policy.skip == "topk" else None},
         critical_path=crit.to_dict())
@@ -223,7 +223,8 @@ class _Prepared(NamedTuple):
     config: HardwareConfig
     policy: Policy
     opts: Options
-    wl: Workload
+    workload: str  # name; Q, K and V are let go once the engine has run (the timing needs none)
+    workload_digest: str
     tiling: Tiling
     precision: Precision
     result: EngineResult
@@ -264,7 +265,8 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
         result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
                             decode=decode, progress=progress)
     refs = _awaited(side, result if is_baseline else None) if side is not None else None
-    return _Prepared(config, policy, opts, wl, tiling, precision, result, refs, blocks)
+    return _Prepared(config, policy, opts, wl.name, _digest(wl.q, wl.k, wl.v), tiling, precision, result, refs,
+                     blocks)
 
 
 def _awaited(side: Future, own: EngineResult | None) -> Callable[[], tuple[np.ndarray, EngineResult]]:
