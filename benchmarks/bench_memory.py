@@ -25,9 +25,17 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_targets import whole_process  # noqa: E402  (this checkout's vfasim, as a child)
+from bench_targets import whole_process  # runs this checkout's vfasim as a child
+
+from vfasim.api import engine_precision
+from vfasim.functional import Tiling
+from vfasim.functional.trace_only import trace_only
+from vfasim.hw import load_hw
+from vfasim.sim import simulate, timing_stats
+from vfasim.sim.critical import critical_path
 
 TARGET_GIB = 2.0  # 128K causal, one head, fa2 and vfa with numerics, on 2 cores
 
@@ -44,30 +52,25 @@ def run_rows(seq_lens: list[int], algos: list[str], numerics: str | None) -> Non
 
 
 def stage_rows(seq_lens: list[int], algos: list[str]) -> None:
-    from vfasim.api import engine_precision
-    from vfasim.functional import Tiling
-    from vfasim.functional.trace_only import trace_only
-    from vfasim.hw import load_hw
-    from vfasim.sim import simulate, timing_stats
-    from vfasim.sim.critical import critical_path
-
-    config = load_hw("C4V16")
     print(f"\n{'trace + timing':<16}{'stage':<16}{'ops':>11}{'held MiB':>10}{'peak+ MiB':>11}{'B/op':>7}{'s':>7}")
     for n in seq_lens:
         for algo in algos:
-            tiling = Tiling(n, n, 128, 128, 128, True)
             tracemalloc.start()
-            trace = _stage(f"{n // 1024}K {algo}", "trace build", lambda: trace_only(tiling, algo,
-                                                                                   engine_precision(config)), 0)
-            ops = len(trace)
-            timeline = _stage("", "simulate", lambda: simulate(trace, config), ops)
-            _stage("", "timing_stats", lambda: timing_stats(trace, timeline, config), ops)
-            _stage("", "critical_path", lambda: critical_path(trace, timeline, config), ops)
+            _stages(n, algo)
             tracemalloc.stop()
-            del trace, timeline
 
 
-def _stage(label: str, name: str, fn: Callable, ops: int):
+def _stages(n: int, algo: str) -> None:
+    """The trace of causal ``algo`` at ``n`` tokens built without arithmetic, then timed, stage by stage."""
+    config = load_hw("C4V16")
+    tiling = Tiling(n, n, 128, 128, 128, True)
+    trace = _stage(f"{n // 1024}K {algo}", "trace build", lambda: trace_only(tiling, algo, engine_precision(config)), 0)
+    timeline = _stage("", "simulate", lambda: simulate(trace, config), len(trace))
+    _stage("", "timing_stats", lambda: timing_stats(trace, timeline, config), len(trace))
+    _stage("", "critical_path", lambda: critical_path(trace, timeline, config), len(trace))
+
+
+def _stage(label: str, name: str, fn: Callable[[], Any], ops: int) -> Any:
     gc.collect()
     tracemalloc.reset_peak()
     held = tracemalloc.get_traced_memory()[0]
