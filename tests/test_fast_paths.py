@@ -198,7 +198,7 @@ def test_step_batches_change_neither_numbers_nor_trace(algo, monkeypatch):
 
 
 def test_engine_rowmax_is_max_along_the_last_axis_nan_and_all():
-    from vfasim.functional.engine import _rowmax
+    from vfasim.functional.arrays import rowmax as _rowmax
 
     x = np.random.default_rng(3).standard_normal((3, 4, 16)).astype(np.float32)
     x[0, 1, 5], x[1, 2, :] = np.inf, -np.inf
@@ -208,7 +208,7 @@ def test_engine_rowmax_is_max_along_the_last_axis_nan_and_all():
 
 
 def test_engine_rescale_skips_only_tiles_whose_alpha_is_exactly_one():
-    from vfasim.functional.engine import _rescaled
+    from vfasim.functional.arrays import rescaled as _rescaled
 
     vr = Precision(vector="float16").round_vector
     o = vr(np.random.default_rng(4).standard_normal((4, 3, 8)).astype(np.float32) * 100)

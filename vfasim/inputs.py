@@ -7,12 +7,14 @@ checks the output path, and refuses a run whose memory estimate exceeds the mach
 memory. The command line calls the same functions, so the CLI and the API are equally strict.
 
 Assumptions:
-- The estimates are rough. Memory ≈ a fixed start-up cost, plus per Q/K/V element, per element
-  of one step's score tiles and per trace op; time ≈ per element of every (row block, key
-  block) tile plus per such tile. Against six measured C4V16 vfa runs (seq 1024-16384, heads
-  1-16, blocks 32-128) memory came out 1.3-1.9x high and time 0.46-1.2x of the measured for
-  runs above two seconds (a 16-head run is the most underestimated; start-up is not counted). They decide only a refusal (memory beyond what is
-  available) and a warning (runs estimated above ``LONG_RUN_S``).
+- The estimates are rough. Memory ≈ a fixed start-up cost (interpreter, libraries, the
+  engine's bounded step batches), plus per Q/K/V element and per trace op. Against measured
+  C4V16 causal one-head runs on two cores it came out 1.1-2.2x high (2.2x at 4K, 1.1x at
+  16K, 1.5-1.8x at 128K). Time ≈ per visible score element (1.4e-8 s, measured at 128K with
+  sampled numerics), times 2.5 under full numerics (the default up to 16K tokens: the fa2
+  baseline and the float64 oracle run beside the engine): 0.8x of the measured 6.1 s at 16K,
+  1.0x of 112-118 s at 128K; start-up (~0.5 s) is not counted. They decide only a refusal (memory
+  beyond what is available) and a warning (runs estimated above ``LONG_RUN_S``).
 - A ``qkv`` file is already in memory once loaded, so its runs are not estimated up front.
 """
 
@@ -31,15 +33,15 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 import numpy as np
 
 from vfasim.errors import VfasimError
+from vfasim.functional import sampling
 
 LONG_RUN_S = 60.0
-BASE_BYTES = 100 * 2**20  # interpreter, NumPy, SimPy, pandas
-BYTES_PER_QKV_ELEMENT = 64  # Q, K, V, O in float32, the float64 oracle's copies, the workload generator
-BYTES_PER_SCORE_ELEMENT = 64  # one step's [rows, Br, Bc] tiles and temporaries, in two engines
-BYTES_PER_OP = 300  # columnar trace, dependency lists and the timing model's per-op state
+BASE_BYTES = 240 * 2**20  # interpreter, NumPy, pandas, the engine's step batches (STEP_BYTES each)
+BYTES_PER_QKV_ELEMENT = 16  # Q, K, V, O in float32 and their matmul-format copies, the oracle's float64 stripes
+BYTES_PER_OP = 120  # the trace as it is built, and the timing model's per-op arrays beside it
 OPS_PER_TILE = 16
-SECONDS_PER_SCORE_ELEMENT = 9.3e-8  # per element of every (row block, key block) tile, visited or not
-SECONDS_PER_TILE = 2.1e-4
+SECONDS_PER_SCORE_ELEMENT = 1.4e-8  # per visible score element, sampled numerics, two cores
+FULL_NUMERICS_FACTOR = 2.5  # full numerics: the fa2 baseline and the float64 oracle beside the engine
 #: keywords whose value a ``qkv`` file replaces (given with a file unless left at run's default)
 FROM_FILE = ("seq_len", "head_dim", "heads", "kv_heads", "workload")
 
@@ -245,7 +247,7 @@ def check_plan(values: Mapping[str, Any]) -> float:
     check_blocks(SimpleNamespace(block_q=min(g["block_q"], rows) if g["decode"] else g["block_q"], seq_len=rows,
                                  block_k=g["block_k"], kv_len=g["seq_len"]))
     need, seconds = estimate(rows, g["seq_len"], g["head_dim"], min(g["block_q"], rows), g["block_k"],
-                             g["heads"] * g.get("batch", 1), g["causal"])
+                             g["heads"] * g.get("batch", 1), g["causal"], g.get("numerics"))
     have = available_bytes()
     if need > have:
         raise VfasimError(f"this run would need about {_gib(need)} of memory (seq_len {g['seq_len']}, heads "
@@ -264,14 +266,15 @@ def warn_if_long(seconds: float, what: str) -> None:
 
 
 def estimate(rows: int, kv_len: int, head_dim: int, block_q: int, block_k: int, heads: int,
-             causal: bool) -> tuple[float, float]:
+             causal: bool, numerics: str | None = None) -> tuple[float, float]:
     """(bytes, seconds) a run would need, roughly (see the module notes)."""
     nq, nk = math.ceil(rows / block_q), math.ceil(kv_len / block_k)
     tiles = heads * (min(nq * nk, nq * (nk + 1) / 2 + nq) if causal and rows == kv_len else nq * nk)
     need = (BASE_BYTES + BYTES_PER_QKV_ELEMENT * heads * (rows + 2 * kv_len) * head_dim
-            + BYTES_PER_SCORE_ELEMENT * heads * nq * block_q * block_k + BYTES_PER_OP * OPS_PER_TILE * tiles)
-    dense = heads * nq * nk  # the engine's steps batch every row block: time follows this, not `tiles`
-    return need, SECONDS_PER_SCORE_ELEMENT * dense * block_q * block_k + SECONDS_PER_TILE * dense
+            + BYTES_PER_OP * OPS_PER_TILE * tiles)
+    full = sampling.resolve_mode(numerics, heads, rows, kv_len) == "full"
+    seconds = SECONDS_PER_SCORE_ELEMENT * tiles * block_q * block_k * (FULL_NUMERICS_FACTOR if full else 1.0)
+    return need, seconds
 
 
 def available_bytes() -> float:

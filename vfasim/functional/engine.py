@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import NoReturn
@@ -29,7 +29,14 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from vfasim.errors import VfasimError
-from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
+from vfasim.functional.arrays import blocks, per_row, rescaled, rowmax, unblock
+from vfasim.functional.emit import TraceEmitters
+from vfasim.functional.policy import (
+    Policy,
+    policy_for,
+    summarize_keys,
+    summarize_queries,
+)
 from vfasim.functional.precision import Precision
 from vfasim.functional.stages import SOFTWARE_PIPELINE
 from vfasim.functional.tiling import Tiling
@@ -128,7 +135,7 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
         return loop.finish(algo if isinstance(algo, str) else "custom")
 
 
-class _Loop:
+class _Loop(TraceEmitters):
     """State of one tiled run: blocked inputs, running (m, l, O) per row, trace builder."""
 
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, policy: Policy,
@@ -144,9 +151,9 @@ class _Loop:
         prec.check_shapes(d, tiling.block_k)
         self.counts = _Counts()
         self.pool: ThreadPoolExecutor | None = None  # set by run_engine
-        self.qb = self._quantized(_blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
-        self.kb = self._quantized(_blocks(k, tiling.block_k), "k", -1)  # [Hkv, Tc, Bc, d]
-        self.vb = self._quantized(_blocks(v, tiling.block_k), "v", -2)  # scale blocks along keys
+        self.qb = self._quantized(blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
+        self.kb = self._quantized(blocks(k, tiling.block_k), "k", -1)  # [Hkv, Tc, Bc, d]
+        self.vb = self._quantized(blocks(v, tiling.block_k), "v", -2)  # scale blocks along keys
         n = tiling.n_rows
         rows = np.arange(n)
         self.qblock = rows % tiling.n_qblocks
@@ -173,30 +180,13 @@ class _Loop:
         self.counts.flows[f"{operand}_underflow"] = under
         return values
 
-    def _bytes(self, rows: int, operand: str) -> int:
-        return int(np.ceil(rows * self.t.head_dim * self.prec.bytes_per(operand)))
-
     # ---- prelude: Q loads, key summaries, m-init -------------------------------------
     def prelude(self) -> None:
-        t, rows, d = self.t, np.arange(self.t.n_rows), self.t.head_dim
+        t, rows = self.t, np.arange(self.t.n_rows)
         self.load_q = self.tb.emit("load_q", rows, 0, self._bytes(t.block_q, "q"), self.prec.matmul)
         if self.policy.minit:
             self._emit_minit(rows)
             self.m = self._minit_values()
-
-    def _emit_minit(self, rows: np.ndarray) -> None:
-        t, d, tb = self.t, self.t.head_dim, self.tb
-        group = t.heads // t.kv_heads
-        owner = rows - self.qblock - (rows // t.n_qblocks % group) * t.n_qblocks  # first row of the KV head
-        summarised = t.block_k if self.decode else t.kv_len
-        clamp = self.policy.minit_clamp  # key norms beside the summaries; query norms and the bound
-        tb.emit("key_summary", np.unique(owner), 0, summarised * d * (2 if clamp else 1), self.prec.vector)
-        n_vis = t.n_visible[self.qblock]
-        q_rows = 1 if self.policy.q_summary else t.block_q
-        mm = tb.emit("minit_matmul", rows, 0, q_rows * d * n_vis, self.prec.matmul,
-                     deps=(self.load_q, tb.key("key_summary", owner, 0)))
-        extra = (t.block_q * d + n_vis + t.block_q) if clamp else 0
-        self.writer["m"] = tb.emit("minit_max", rows, 0, q_rows * n_vis + extra, self.prec.vector, deps=(mm,))
 
     def _minit_values(self) -> np.ndarray:
         """m-init per row: max over visible key blocks of scale · q · k_repr.
@@ -216,7 +206,7 @@ class _Loop:
             rows = slice(start, start + batch)
             proxy = np.matmul(q[rows], reprs[self.kv_head[rows]].transpose(0, 2, 1))  # k_repr entries are entries of K
             proxy = self.vr(self.vr(proxy) * self.scale)
-            m[rows] = _rowmax(np.where(hidden[rows, None, :], -np.inf, proxy))  # [batch, 1 or Bq]
+            m[rows] = rowmax(np.where(hidden[rows, None, :], -np.inf, proxy))  # [batch, 1 or Bq]
         if pol.minit_clamp:
             m = np.minimum(m, self._score_bound(hidden))
         return self.vr(m - np.float32(pol.minit_margin))
@@ -247,7 +237,7 @@ class _Loop:
     def _step_rows(self, act: np.ndarray, s: int) -> None:
         kb, slot = self.order[act, s], s + 1
         scores, ops = self._scores(act, kb, slot)
-        tile_max = _rowmax(scores)
+        tile_max = rowmax(scores)
         self.true_max[act] = np.maximum(self.true_max[act], tile_max)
         self.block_max[act, kb] = tile_max.max(axis=1)
         special = (kb == 0) | (kb == self.local[act]) | (not self.policy.freeze)
@@ -330,23 +320,6 @@ class _Loop:
               rescaled_tiles=int(np.sum(rescales & keep)), row_tiles=keep_rows.size,
               skipped_row_tiles=int(np.sum(~keep_rows)))
 
-    def _emit_stats(self, act: np.ndarray, kb: np.ndarray, slot: int, special: np.ndarray,
-                    ops: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Trace of the statistic ops (rowmax, running max, skip test); op keys per row."""
-        t, tb, vec, br = self.t, self.tb, self.prec.vector, self.t.block_q
-        skipping = self.policy.skip != "none"
-        stat = special | skipping
-        rm = tb.emit("rowmax", act[stat], slot, br * t.block_k, vec, deps=(ops["score"][stat],), kblock=kb[stat])
-        run = tb.emit("running_max", act[stat], slot, br, vec, deps=(rm, self.writer["m"][act[stat]]),
-                      kblock=kb[stat])
-        decided = np.full(act.size, -1, np.int64)
-        if skipping:
-            work = br + (br * t.block_k if self.policy.skip == "row" else 0)
-            decided = tb.emit("skip_test", act, slot, work, vec, deps=(run,), kblock=kb)
-        running = np.full(act.size, -1, np.int64)
-        running[stat] = run
-        return {**ops, "running": running, "decided": decided}
-
     # ---- the softmax and PV update on kept tiles --------------------------------------
     def _update(self, rows: np.ndarray, kb: np.ndarray, slot: int, rescales: np.ndarray, scores: np.ndarray,
                 m_old: np.ndarray, m_new: np.ndarray, ops: dict[str, np.ndarray]) -> None:
@@ -362,7 +335,7 @@ class _Loop:
         o_old = self.o[rows]
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
             pv = sr(np.matmul(p_mm, self.vb[self.kv_head[rows], kb]))
-            o_new = sr(_rescaled(o_old, alpha, sr) + pv)
+            o_new = sr(rescaled(o_old, alpha, sr) + pv)
         p_inf = np.isinf(p)
         n_inf = int(np.count_nonzero(p_inf))
         self.counts.add(exp_underflow=int(np.count_nonzero((p == 0) & np.isfinite(scores))),
@@ -392,53 +365,6 @@ class _Loop:
         if not self.p_cast_nonzero[rows].all():  # a row stays nonzero once it is
             self.p_cast_nonzero[rows] |= (p_mm != 0).any(axis=2)
 
-    def _emit_update(self, rows: np.ndarray, kb: np.ndarray, slot: int, rescales: np.ndarray,
-                     ops: dict[str, np.ndarray]) -> None:
-        t, tb, prec = self.t, self.tb, self.prec
-        running, decided, score = ops["running"], ops["decided"], ops["score"]
-        br, bc, d, vec = t.block_q, t.block_k, t.head_dim, prec.vector
-        sp = np.flatnonzero(rescales)
-        factor = np.full(rows.size, -1, np.int64)
-        factor[sp] = tb.emit("rescale_factor", rows[sp], slot, br, vec, deps=(running[sp],), kblock=kb[sp])
-        m_src = np.where(running >= 0, running, self.writer["m"][rows])
-        sub = tb.emit("sub", rows, slot, br * bc, vec, deps=(score, m_src, decided), kblock=kb)
-        ex = self._emit_exp(rows, kb, slot, sub)
-        rs = tb.emit("rowsum", rows, slot, br * bc, vec, deps=ex, kblock=kb)
-        state, p_fmt = self.state_dtype, self.p_prec
-        acc_l = tb.emit("accumulate_l", rows, slot, br, state, deps=(rs, factor, self.writer["l"][rows]), kblock=kb)
-        p_ready = ex
-        if p_fmt.scaling["p"] != "none":
-            p_ready = (tb.emit("quant_p", rows, slot, br * bc, vec, deps=ex, kblock=kb),)
-        cast = tb.emit("cast_p", rows, slot, br * bc, vec, deps=p_ready, kblock=kb)
-        cast = tb.emit("move_p", rows, slot, int(np.ceil(br * bc * p_fmt.bytes_per("p"))), p_fmt.matmul,
-                       deps=(cast,), kblock=kb)
-        load_v = tb.emit("load_v", rows, slot, self._bytes(bc, "v"), prec.matmul,
-                         deps=(ops["load_k"], decided), kblock=kb)
-        pv = tb.emit("pv_matmul", rows, slot, br * bc * d, p_fmt.matmul, deps=(cast, load_v), kblock=kb)
-        frozen = np.flatnonzero(~rescales)  # partial O handed from the cube to the vector side (fp32)
-        pv[sp] = tb.emit("move_o", rows[sp], slot, br * d * 4, "float32", deps=(pv[sp],), kblock=kb[sp])
-        pv[frozen] = tb.emit("move_pv", rows[frozen], slot, br * d * 4, "float32", deps=(pv[frozen],),
-                             kblock=kb[frozen])
-        o_src = self.writer["o"][rows].copy()
-        o_src[sp] = tb.emit("rescale_o", rows[sp], slot, br * d, state, deps=(factor[sp], o_src[sp]), kblock=kb[sp])
-        acc_o = np.empty(rows.size, np.int64)
-        acc_o[sp] = tb.emit("accumulate_o", rows[sp], slot, br * d, state, deps=(pv[sp], o_src[sp]), kblock=kb[sp])
-        acc_o[frozen] = tb.emit("accumulate_pv", rows[frozen], slot, br * d, state, deps=(pv[frozen], o_src[frozen]),
-                                kblock=kb[frozen])
-        self.writer["m"][rows] = m_src
-        self.writer["l"][rows] = acc_l
-        self.writer["o"][rows] = acc_o
-
-    def _emit_exp(self, rows: np.ndarray, kb: np.ndarray, slot: int, sub: np.ndarray) -> tuple[np.ndarray, ...]:
-        """exp on the SFU, less the fraction FA4-style emulation moves to the vector ALUs."""
-        elements = self.t.block_q * self.t.block_k
-        emulated = int(round(elements * self.policy.exp_emulation))
-        ops: tuple[np.ndarray, ...] = (
-            self.tb.emit("exp", rows, slot, elements - emulated, self.prec.vector, deps=(sub,), kblock=kb),)
-        if emulated:
-            ops += (self.tb.emit("exp_emul", rows, slot, emulated, self.prec.vector, deps=(sub,), kblock=kb),)
-        return ops
-
     # ---- epilogue -----------------------------------------------------------------------
     def finish(self, algo: str) -> EngineResult:
         t, tb, rows = self.t, self.tb, np.arange(self.t.n_rows)
@@ -456,10 +382,10 @@ class _Loop:
                   "skipped_row_tiles": c.skipped_row_tiles, **c.flows}
         lost = (self.l > 0) & ~self.p_cast_nonzero  # P was nonzero but nothing survived its cast
         flags = self.flags | np.where(lost, np.uint8(ROW_FLAGS["p_cast_zero"]), np.uint8(0))
-        diag = RowDiagnostics(*(_per_row(a, t) for a in (self.kept, self.skipped, flags, self.l)))
+        diag = RowDiagnostics(*(per_row(a, t) for a in (self.kept, self.skipped, flags, self.l)))
         return EngineResult(
-            out=_unblock(out, t.heads, t.seq_len), rows=diag,
-            used_max=_per_row(self.m, t), true_max=_per_row(self.true_max, t),
+            out=unblock(out, t.heads, t.seq_len), rows=diag,
+            used_max=per_row(self.m, t), true_max=per_row(self.true_max, t),
             block_max=self.block_max, above_max=self.above_max, counts=counts,
             trace=None if isinstance(tb, _Untraced) else tb.build())
 
@@ -482,50 +408,6 @@ def _steps(n: int, progress: bool) -> Iterable[int]:
     from tqdm import tqdm
 
     return tqdm(range(n), desc="engine", unit="step")
-
-
-def _rescaled(o: np.ndarray, alpha: np.ndarray, sr: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """sr(alpha · O) for O [A, Br, d] (a fresh copy, changed in place), alpha [A, Br].
-
-    A tile whose alpha is exactly 1 in every row keeps O as it is: O already holds
-    values of its format, so multiplying by 1 and rounding would change no bit. Frozen
-    tiles (VFA, and FA2 once its maxima settle) skip two passes over O this way.
-    """
-    moved = np.flatnonzero(~(alpha == 1).all(axis=1))
-    if moved.size:
-        o[moved] = sr(alpha[moved, :, None] * o[moved])
-    return o
-
-
-def _rowmax(x: np.ndarray) -> np.ndarray:
-    """``x.max(axis=-1)``, NaN and all, at about half its cost.
-
-    ``fmax`` reduces along a short last axis twice as fast as ``max`` but skips NaN, so
-    it serves only when a whole-array ``max`` (contiguous, fast) is not NaN.
-    """
-    if x.size and np.isnan(x.max()):
-        return x.max(axis=-1)
-    return np.fmax.reduce(x, axis=-1)
-
-
-def _blocks(x: np.ndarray, block: int) -> np.ndarray:
-    """[H, N, d] -> [H, ceil(N/block), block, d], zero padded."""
-    h, n, d = x.shape
-    nb = -(-n // block)
-    padded = np.zeros((h, nb * block, d), dtype=x.dtype)
-    padded[:, :n] = x
-    return padded.reshape(h, nb, block, d)
-
-
-def _unblock(x: np.ndarray, heads: int, seq_len: int) -> np.ndarray:
-    """[H*Tr, Bq, d] -> [H, seq_len, d]."""
-    rows, bq, d = x.shape
-    return x.reshape(heads, rows // heads * bq, d)[:, :seq_len]
-
-
-def _per_row(x: np.ndarray, t: Tiling) -> np.ndarray:
-    """[H*Tr, Bq] per-row values -> [H, seq_len]."""
-    return _unblock(x[:, :, None], t.heads, t.seq_len)[..., 0]
 
 
 def _meta(t: Tiling, policy: Policy, prec: Precision, lam: float, decode: bool) -> dict:
