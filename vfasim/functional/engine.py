@@ -31,12 +31,7 @@ from threadpoolctl import threadpool_limits
 from vfasim.errors import VfasimError
 from vfasim.functional.arrays import blocks, per_row, rescaled, rowmax, unblock
 from vfasim.functional.emit import TraceEmitters
-from vfasim.functional.policy import (
-    Policy,
-    policy_for,
-    summarize_keys,
-    summarize_queries,
-)
+from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
 from vfasim.functional.precision import Precision
 from vfasim.functional.stages import SOFTWARE_PIPELINE
 from vfasim.functional.tiling import Tiling
