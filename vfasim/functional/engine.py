@@ -121,7 +121,7 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
         loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode)
         if not trace:
             loop.tb = _Untraced(tiling.n_rows, tiling.n_kblocks, schedule=SOFTWARE_PIPELINE)
-        loop.pool = pool if threads > 1 else None
+        loop.pool, loop.threads = (pool, threads) if threads > 1 else (None, 1)
         if rows is not None:
             loop.order[np.setdiff1d(np.arange(tiling.n_rows), rows)] = -1
         loop.prelude()
@@ -145,7 +145,8 @@ class _Loop(TraceEmitters):
         bq, d = tiling.block_q, tiling.head_dim
         prec.check_shapes(d, tiling.block_k)
         self.counts = _Counts()
-        self.pool: ThreadPoolExecutor | None = None  # set by run_engine
+        self.pool: ThreadPoolExecutor | None = None  # set by run_engine, with its thread count
+        self.threads = 1
         self.qb = self._quantized(blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
         self.kb = self._quantized(blocks(k, tiling.block_k), "k", -1)  # [Hkv, Tc, Bc, d]
         self.vb = self._quantized(blocks(v, tiling.block_k), "v", -2)  # scale blocks along keys
@@ -220,8 +221,9 @@ class _Loop(TraceEmitters):
         changes neither numbers nor trace; it keeps the working set cache-sized and flat in N.
         """
         act = np.flatnonzero(self.order[:, s] >= 0)
-        batch = max(1, STEP_BYTES // (self.t.block_q * self.t.block_k * 4))
-        parts = [act[start:start + batch] for start in range(0, act.size, batch)]
+        most = max(1, STEP_BYTES // (self.t.block_q * self.t.block_k * 4))
+        n_parts = max(-(-act.size // most), min(self.threads, act.size))  # equal parts: no thread waits on a short one
+        parts = np.array_split(act, n_parts) if act.size else []
         if len(parts) > 1 and self.pool is not None:  # NumPy releases the GIL: batches share the cores
             for done in [self.pool.submit(self._step_rows, rows, s) for rows in parts]:
                 done.result()
