@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 GRACE_S = 0.5
 HANDLED = (signal.SIGINT, signal.SIGTERM)
 _state: dict[str, int | None] = {"signal": None}
@@ -73,6 +72,6 @@ def finish(message: str) -> NoReturn:
             os.write(2, f"{message}\n".encode())
         except OSError:
             pass
-        os._exit(EXIT_INTERRUPTED if _state["signal"] in (None, signal.SIGINT) else 128 + int(_state["signal"]))
+        os._exit(128 + int(_state["signal"] or signal.SIGINT))  # the shell's convention: 130 Ctrl-C, 143 SIGTERM
     while True:  # the other caller is ending the process
         time.sleep(1)
