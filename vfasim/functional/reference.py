@@ -43,8 +43,10 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: boo
 def _stripe(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray, causal: bool) -> np.ndarray:
     s = q @ k.astype(np.float64, copy=False).T
     s /= np.sqrt(q.shape[1])  # in place: one float64 stripe of scores is held, not three
-    if causal:
-        s[np.arange(k.shape[0])[None, :] > positions[:, None]] = -np.inf
+    if causal:  # only keys past the stripe's first row can be hidden: mask that band alone
+        lo = int(positions.min()) + 1
+        band = s[:, lo:]
+        band[np.arange(lo, k.shape[0])[None, :] > positions[:, None]] = -np.inf
     s -= s.max(axis=1, keepdims=True)
     p = np.exp(s, out=s)
     return (p @ v.astype(np.float64, copy=False)) / p.sum(axis=1, keepdims=True)
