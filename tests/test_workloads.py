@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vfasim.errors import VfasimError
+from vfasim.qkv_files import load_qkv
 from vfasim.workloads import (
     WORKLOADS,
     LlmLikeKnobs,
@@ -17,7 +18,6 @@ from vfasim.workloads import (
     ar1_process,
     fft_size,
     llm_like_workload,
-    load_qkv,
     make_workload,
     random_workload,
 )

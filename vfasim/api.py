@@ -21,10 +21,11 @@ from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.formats import with_matmul_format
 from vfasim.inputs import check_blocks, check_options, checked
+from vfasim.qkv_files import load_qkv
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import SCHEDULES, simulate, timing_stats
 from vfasim.sim.critical import critical_path
-from vfasim.workloads import Workload, load_qkv, make_workload
+from vfasim.workloads import Workload, make_workload
 
 if TYPE_CHECKING:  # pandas loads only when a frame is asked for
     import pandas as pd

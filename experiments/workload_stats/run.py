@@ -34,7 +34,8 @@ import numpy as np
 from vfasim.errors import VfasimError
 from vfasim.functional.policy import summarize_keys
 from vfasim.functional.tiling import Tiling
-from vfasim.workloads import WORKLOADS, Workload, load_qkv
+from vfasim.qkv_files import load_qkv
+from vfasim.workloads import WORKLOADS, Workload
 
 HERE = Path(__file__).resolve().parent
 #: exp(x) rounds to 0 in float16 below ln(2**-25) (half the smallest subnormal, ties to even)
