@@ -14,7 +14,8 @@ the points the journal lacks, and the tables and plots are rebuilt from the jour
 Assumptions:
 - A point is identified by its inputs, every keyword passed to ``run``, the resolved hardware
   digest, the vfasim version and a digest of the model's source (every vfasim module but
-  report/, cli.py and this one): editing a YAML file or the model recomputes its points.
+  report/, cli.py and the sweep's own: this one, sweep_exec.py and sweep_journal.py): editing
+  a YAML file or the model recomputes its points.
 - Runs are deterministic, so a point computed by any executor or in any order is the same.
 - Points that differ only in hardware fields that leave the engine's precision alone (and in
   the schedule) share one functional run: its numerics, trace, oracle and fa2 baseline are
@@ -31,17 +32,11 @@ import hashlib
 import itertools
 import json
 import math
-import multiprocessing
 import os
-import signal
 import sys
-import threading
-import time
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,21 +48,22 @@ from tqdm import tqdm
 from vfasim import __version__, interrupt
 from vfasim.api import Options, run, run_configs
 from vfasim.errors import Interrupted, VfasimError
-from vfasim.functional import engine, policy_for
+from vfasim.functional import policy_for
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import deep_merge, first_error
 from vfasim.inputs import check_keywords, check_plan, warn_if_long
-from vfasim.outputs import check_folder_target, folder_lock
+from vfasim.outputs import check_folder_target
 from vfasim.report.sweep_plots import SWEEP_FILES, format_sweep, sweep_frame, write_sweep
+from vfasim.sweep_exec import EXECUTORS, compute
+from vfasim.sweep_journal import JOURNAL, journal_writer, read_journal
 
 if TYPE_CHECKING:
     from dask import distributed
 
 SCALES = {"exp_scale": "exp", "vector_scale": "vector", "tensor_scale": "tensor"}
-JOURNAL = "points.jsonl"
-EXECUTORS = ("local", "dask")
 Value = int | float | bool | str | None  # one value of a swept input, as read from the command line
-PARENT_POLL_S = 0.5
+#: modules that do not decide a point's result: the command line and the sweep's own (grid, executors, journal)
+NOT_MODEL = ("cli.py", "sweep.py", "sweep_exec.py", "sweep_journal.py")
 _NOT_SWEPT = {"hw", "algo", "options", "return"}  # options are swept one by one, by name
 
 
@@ -217,11 +213,11 @@ def point_key(inputs: dict, run_kwargs: dict, hw_digest: str) -> str:
 
 @functools.cache
 def model_digest() -> str:
-    """Hash of the source a run's result depends on: every vfasim module but report/, cli and sweep."""
+    """Hash of the source a run's result depends on: every vfasim module but report/, cli and the sweep's."""
     root, digest = Path(__file__).parent, hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
-        if not rel.startswith("report/") and rel not in ("cli.py", "sweep.py"):
+        if not rel.startswith("report/") and rel not in NOT_MODEL:
             digest.update(rel.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -314,7 +310,7 @@ def run_sweep(points: list[Point], out: str | Path | None = None, *, executor: s
     pending = [p for p in unique if p.key not in done]
     reused, computed = len(unique) - len(pending), 0
     with tqdm(total=len(unique), initial=reused, disable=not progress, unit="point", desc="sweep") as bar, \
-            _journal_writer(journal) as append:
+            journal_writer(journal) as append:
         groups = _groups(pending[:max_points])
         for group, docs in _compute(groups, executor, jobs, scheduler):
             for point, doc in zip(group, docs):
@@ -330,118 +326,8 @@ def _args(group: list[Point]) -> tuple:
 
 def _compute(groups: list[list[Point]], executor: str, jobs: int | None,
              scheduler: str | distributed.Client | None) -> Iterator[tuple[list[Point], list[dict]]]:
-    if not groups:
-        return iter(())
-    if executor == "dask":
-        return _on_dask(groups, scheduler)
-    jobs = min(jobs or os.cpu_count() or 1, len(groups))
-    return ((g, run_group(*_args(g))) for g in groups) if jobs == 1 else _on_pool(groups, jobs)
-
-
-def _on_pool(groups: list[list[Point]], jobs: int) -> Iterator[tuple[list[Point], list[dict]]]:
-    """Results as they finish; if abandoned (Ctrl-C, max_points), the workers are stopped at once."""
-    before = set(multiprocessing.active_children())
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(), jobs))
-    futures = {pool.submit(run_group, *_args(g)): i for i, g in enumerate(groups)}
-    workers = set(multiprocessing.active_children()) - before
-    try:
-        for fut in as_completed(futures):
-            yield groups[futures[fut]], fut.result()
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        for worker in workers:
-            worker.terminate()
-        raise
-    pool.shutdown()
-
-
-def _worker_start(parent: int, jobs: int) -> None:
-    """In each pool worker: Ctrl-C is the parent's to handle, and the worker ends when the parent does.
-
-    A worker blocks reading its task pipe, whose other end it inherited, so it would never see
-    the parent die (SIGKILL, OOM killer); a daemon thread checks the parent every half second.
-    The workers share the cores: each engine gets its share of threads, not all of them.
-    """
-    engine.ENGINE_THREADS = max(1, (os.cpu_count() or 1) // jobs)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True, name="watch-parent").start()
-
-
-def _exit_with_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL_S)
-    os._exit(1)
-
-
-def _on_dask(groups: list[list[Point]],
-             scheduler: str | distributed.Client | None) -> Iterator[tuple[list[Point], list[dict]]]:
-    from dask import distributed
-
-    try:
-        client = scheduler if isinstance(scheduler, distributed.Client) else distributed.Client(scheduler)
-    except OSError as exc:
-        raise VfasimError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
-    futures = {client.submit(run_group, *_args(g), key=f"vfasim-group-{g[0].key}"): i for i, g in enumerate(groups)}
-    try:
-        for fut in distributed.as_completed(futures):
-            yield groups[futures[fut]], fut.result()
-    finally:
-        client.cancel(list(futures))
-        if client is not scheduler:
-            client.close()
-
-
-# -- the journal --------------------------------------------------------------------------
-
-
-def read_journal(path: Path) -> dict[str, dict]:
-    """key -> record of every complete line; a torn last line (a crash mid-write) is ignored."""
-    if not path.exists():
-        return {}
-    records = {}
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        records[record["key"]] = record
-    return records
-
-
-@contextmanager
-def _journal_writer(path: Path | None) -> Iterator[Callable[[dict], dict]]:
-    """``append(record)``: one JSON line, flushed and fsync'd, after dropping a torn tail.
-
-    Returns the record as a reader of the journal would see it (JSON types), journal or not.
-    """
-    if path is None:
-        yield lambda record: json.loads(json.dumps(record, default=_plain))
-        return
-    with folder_lock(path.parent, "a sweep writing its journal"):
-        yield from _appending(path)
-
-
-def _appending(path: Path) -> Iterator[Callable[[dict], dict]]:
-    data = path.read_bytes() if path.exists() else b""
-    if data and not data.endswith(b"\n"):
-        with open(path, "r+b") as torn:
-            torn.truncate(data.rfind(b"\n") + 1)
-    with open(path, "a") as f:
-        def append(record: dict) -> dict:
-            line = json.dumps(record, default=_plain)
-            try:
-                f.write(line + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            except OSError as exc:  # a torn line is dropped on the next run
-                raise VfasimError(f"cannot write {path}: {exc.strerror or exc}; the points before are kept") from None
-            return json.loads(line)
-
-        yield append
-
-
-def _plain(value: object) -> object:
-    return value.item() if hasattr(value, "item") else str(value)
+    tasks, names = [_args(g) for g in groups], [f"vfasim-group-{g[0].key}" for g in groups]
+    return ((groups[i], docs) for i, docs in compute(run_group, tasks, names, executor, jobs, scheduler))
 
 
 # -- the table ----------------------------------------------------------------------------
