@@ -176,3 +176,18 @@ def test_a_run_without_its_trace_has_the_same_numbers(algo):
     np.testing.assert_array_equal(bare.out.view(np.uint16), full.out.view(np.uint16))
     np.testing.assert_array_equal(bare.rows.flags, full.rows.flags)
     assert bare.counts == full.counts
+
+
+@pytest.mark.parametrize("algo", ["fa2", "vfa", "vsa"])
+def test_thread_count_changes_no_bit(algo):
+    """A step's rows split over threads are independent: one thread and three give the same run."""
+    q, k, v = rng_qkv(512, 32, heads=2)
+    t = Tiling(512, 512, 32, 32, 64, True, heads=2)
+    one, three = (run_engine(q, k, v, t, algo, threads=n) for n in (1, 3))
+    assert one.out.tobytes() == three.out.tobytes()
+    assert one.traced().digest() == three.traced().digest()
+    assert one.counts == three.counts
+    for name in ("used_max", "true_max", "block_max", "above_max"):
+        assert getattr(one, name).tobytes() == getattr(three, name).tobytes(), name
+    assert all(getattr(one.rows, f).tobytes() == getattr(three.rows, f).tobytes()
+               for f in ("kept_tiles", "skipped_tiles", "flags", "row_sum"))

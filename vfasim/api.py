@@ -160,7 +160,7 @@ def _timed(prepared: _Prepared, algo: str, config: HardwareConfig, schedule: str
     timeline = simulate(trace, config, schedule)
     stats = timing_stats(trace, timeline, config)
     crit = critical_path(trace, timeline, config, schedule)
-    refs = references() if references is not None else None  # waits for the second thread
+    refs = references() if references is not None else None  # waits for the side threads
     numerics, failed_rows = _checked_numerics(precision, policy, result, refs, blocks, tiling)
     if trace_out is not None:
         events = algorithm_events(trace, timeline, result.above_max)
@@ -241,8 +241,8 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
              numerics: str | None = "full", **option_kwargs: Any) -> _Prepared:
     """Config, policy and workload resolved, and the functional engine run (its trace inside).
 
-    With ``references``, the float64 oracle and the fa2 baseline start in a second thread
-    (NumPy releases the GIL in its kernels, so two cores are used), on the query blocks
+    With ``references``, the float64 oracle and the fa2 baseline start in two more threads
+    (NumPy releases the GIL in its kernels, so the cores are shared), on the query blocks
     ``numerics`` asks for (see ``run``); ``references`` of the result waits for them.
     """
     opts = _options(options, option_kwargs)
@@ -258,36 +258,44 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
     references = references and mode != "off"
     blocks = sampling.sample_blocks(wl.q, tiling.block_q, seed) if references and mode == "sample" else None
     is_baseline = policy == policy_for(BASELINE)  # then the run is its own baseline
-    pool = ThreadPoolExecutor(max_workers=1)
+    # Full references are two more computations beside the engine: each runs on one thread and the
+    # three share the cores (an engine's own row threads would only add overhead); sampled ones are
+    # small, and the engine keeps its threads.
+    threads = 1 if references and mode == "full" else None
+    pool = ThreadPoolExecutor(max_workers=2)
     # one BLAS thread per engine thread: tile-sized matmuls gain nothing from more
     with threadpool_limits(limits=1, user_api="blas"):
-        side = pool.submit(_references, wl, tiling, precision, decode, not is_baseline, blocks) if references else None
+        side = _start_references(pool, wl, tiling, precision, decode, not is_baseline, blocks, threads) \
+            if references else None
         pool.shutdown(wait=False)  # the submitted work goes on; the pool takes no more
         result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
-                            decode=decode, progress=progress)
-    refs = _awaited(side, result if is_baseline else None) if side is not None else None
+                            decode=decode, progress=progress, threads=threads)
+    refs = _awaited(*side, result if is_baseline else None) if side is not None else None
     return _Prepared(config, policy, opts, wl.name, _digest(wl.q, wl.k, wl.v), tiling, precision, result, refs,
                      blocks)
 
 
-def _awaited(side: Future, own: EngineResult | None) -> Callable[[], tuple[np.ndarray, EngineResult]]:
-    """(oracle output, fa2 baseline) once the second thread is done; ``own``: the run is the baseline."""
+def _awaited(oracle: Future, baseline: Future | None,
+             own: EngineResult | None) -> Callable[[], tuple[np.ndarray, EngineResult]]:
+    """(oracle output, fa2 baseline) once the side threads are done; ``own``: the run is the baseline."""
     def get() -> tuple[np.ndarray, EngineResult]:
-        ref, base = side.result()
-        return ref, own if own is not None else base
+        base = own if baseline is None else baseline.result()
+        assert base is not None
+        return oracle.result(), base
     return get
 
 
-def _references(wl: Workload, tiling: Tiling, precision: Precision, decode: bool, baseline: bool,
-                blocks: np.ndarray | None) -> tuple:
-    """The float64 oracle's output and, if asked, fa2 at the kernel's precision (on ``blocks`` only)."""
+def _start_references(pool: ThreadPoolExecutor, wl: Workload, tiling: Tiling, precision: Precision, decode: bool,
+                      baseline: bool, blocks: np.ndarray | None,
+                      threads: int | None) -> tuple[Future, Future | None]:
+    """The float64 oracle's output and, if asked, fa2 at the kernel's precision (on ``blocks`` only), started."""
     rows = None if blocks is None else sampling.block_rows(blocks, tiling.block_q, tiling.seq_len)
-    ref = reference_attention(wl.q, wl.k, wl.v, tiling.causal, rows)
+    oracle = pool.submit(reference_attention, wl.q, wl.k, wl.v, tiling.causal, rows)
     if not baseline:
-        return ref, None
+        return oracle, None
     engine_rows = None if blocks is None else (np.arange(tiling.heads)[:, None] * tiling.n_qblocks + blocks).ravel()
-    return ref, run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode, rows=engine_rows,
-                           trace=False)
+    return oracle, pool.submit(run_engine, wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode,
+                               rows=engine_rows, trace=False, threads=threads)
 
 
 def _check_schedule(schedule: str) -> None:

@@ -100,7 +100,8 @@ class _Counts:
 def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str | Policy,
                precision: Precision = Precision(), lam: float = 1e-3, *,
                thresholds: np.ndarray | None = None, decode: bool = False,
-               progress: bool = False, rows: np.ndarray | None = None, trace: bool = True) -> EngineResult:
+               progress: bool = False, rows: np.ndarray | None = None, trace: bool = True,
+               threads: int | None = None) -> EngineResult:
     """Run ``algo`` on Q [H, N, d], K/V [Hkv, Nk, d]; return output, diagnostics and trace.
 
     ``thresholds`` [rows] are BSFA's calibrated block-max thresholds; ``decode`` marks a
@@ -109,6 +110,8 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     block) limits the key-block loop to those rows: the others' outputs are NaN and their
     trace holds no tile ops (a checking aid, not a run to time). Without ``trace`` the
     result's trace is None (the numbers alone, for a baseline: about a tenth less work).
+    ``threads`` (default ``ENGINE_THREADS``, at most the CPU count) run a step's row batches;
+    any count gives the same bits.
     """
     policy = algo if isinstance(algo, Policy) else policy_for(algo)
     if policy.skip in ("block", "row") and not 0.0 < lam < 1.0:
@@ -116,7 +119,7 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     if policy.skip == "topk" and (thresholds is None or thresholds.shape != (tiling.n_rows,)):
         raise VfasimError(f"bsfa needs one calibrated threshold per (head, query block): {tiling.n_rows}")
     # Tile-sized matmuls gain nothing from BLAS threads, and oversubscribed threads spin.
-    threads = min(ENGINE_THREADS, os.cpu_count() or 1)
+    threads = min(threads or ENGINE_THREADS, os.cpu_count() or 1)
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
         loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode)
         if not trace:
