@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 SCALES = {"exp_scale": "exp", "vector_scale": "vector", "tensor_scale": "tensor"}
 Value = int | float | bool | str | None  # one value of a swept input, as read from the command line
 #: modules that do not decide a point's result: the command line and the sweep's own (grid, executors, journal)
-NOT_MODEL = ("cli.py", "sweep.py", "sweep_exec.py", "sweep_journal.py")
+NOT_MODEL = ("allocator.py", "cli.py", "sweep.py", "sweep_exec.py", "sweep_journal.py")
 _NOT_SWEPT = {"hw", "algo", "options", "return"}  # options are swept one by one, by name
 
 
