@@ -13,10 +13,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from vfasim import __version__
+from vfasim.allocator import tune_allocator
 from vfasim.errors import VfasimError
 from vfasim.functional import EngineResult, Policy, Precision, Tiling, policy_for, reference_attention, run_engine
 from vfasim.functional import checks, sampling
 from vfasim.frozen import freeze, thaw
+from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.formats import with_matmul_format
@@ -262,6 +264,8 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
     # three share the cores (an engine's own row threads would only add overhead); sampled ones are
     # small, and the engine keeps its threads.
     threads = 1 if references and mode == "full" else None
+    if engine_threads(threads) == 1:  # the engine allocates in the main arena: see vfasim.allocator
+        tune_allocator()
     pool = ThreadPoolExecutor(max_workers=2)
     # one BLAS thread per engine thread: tile-sized matmuls gain nothing from more
     with threadpool_limits(limits=1, user_api="blas"):

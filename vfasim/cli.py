@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from vfasim import __version__, interrupt
-from vfasim.allocator import tune_allocator
 from vfasim.api import Options, run, sensitivity_table
 from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import ALGORITHMS
@@ -210,7 +209,6 @@ def main(argv: list[str] | None = None) -> int:
         print(parser.format_usage().rstrip(), file=sys.stderr)
         print("error: choose a command (vfasim --help describes them)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    tune_allocator()  # long runs reuse their step arrays' pages (see vfasim.allocator)
     try:
         with interrupt.handled(), warnings.catch_warnings():
             warnings.showwarning = _one_line_warning

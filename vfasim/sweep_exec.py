@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from vfasim.allocator import tune_allocator
 from vfasim.errors import VfasimError
 from vfasim.functional import engine
 
@@ -75,7 +74,6 @@ def _worker_start(parent: int, jobs: int) -> None:
     The workers share the cores: each engine gets its share of threads, not all of them.
     """
     engine.ENGINE_THREADS = max(1, (os.cpu_count() or 1) // jobs)
-    tune_allocator()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True, name="watch-parent").start()
 

@@ -119,7 +119,7 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     if policy.skip == "topk" and (thresholds is None or thresholds.shape != (tiling.n_rows,)):
         raise VfasimError(f"bsfa needs one calibrated threshold per (head, query block): {tiling.n_rows}")
     # Tile-sized matmuls gain nothing from BLAS threads, and oversubscribed threads spin.
-    threads = min(threads or ENGINE_THREADS, os.cpu_count() or 1)
+    threads = engine_threads(threads)
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
         loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode)
         if not trace:
@@ -131,6 +131,11 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
         for step in _steps(tiling.n_kblocks, progress):
             loop.step(step)
         return loop.finish(algo if isinstance(algo, str) else "custom")
+
+
+def engine_threads(threads: int | None = None) -> int:
+    """Threads a run with ``threads`` (None: ``ENGINE_THREADS``) gets: at most the CPU count."""
+    return min(threads or ENGINE_THREADS, os.cpu_count() or 1)
 
 
 class _Loop(TraceEmitters):
