@@ -12,8 +12,9 @@ Assumptions:
   C4V16 causal one-head runs on two cores it came out 1.1-2.2x high (2.2x at 4K, 1.1x at
   16K, 1.5-1.8x at 128K). Time ≈ per visible score element (1.4e-8 s, measured at 128K with
   sampled numerics), times 2.5 under full numerics (the default up to 16K tokens: the fa2
-  baseline and the float64 oracle run beside the engine): 0.8-1.0x of the measured 4.7-6.1 s
-  at 16K, 1.0-1.1x of 112-120 s at 128K; start-up (~0.5 s) is not counted. They decide only a refusal (memory
+  baseline and the float64 oracle run beside the engine): 4.8 s at 16K against 4.7-5.1 s
+  measured (4.2-4.6 s past the ~0.5 s start-up, which is not counted), 121 s at 128K against
+  112-124 s. They decide only a refusal (memory
   beyond what is available) and a warning (runs estimated above ``LONG_RUN_S``).
 - A ``qkv`` file is already in memory once loaded, so its runs are not estimated up front.
 """
