@@ -1,4 +1,4 @@
-"""The allocator thresholds the command line sets: applied on glibc, a no-op elsewhere."""
+"""The allocator thresholds vfasim.run fixes for one-thread engines: applied on glibc, a no-op elsewhere."""
 
 from __future__ import annotations
 
