@@ -7,7 +7,7 @@ import pytest
 
 from vfasim.errors import VfasimError
 from vfasim.functional import Precision, Tiling, reference_attention, run_engine
-from vfasim.functional.checks import bits_vs_baseline, error_vs_reference, frozen_max_stats
+from vfasim.functional.checks import error_vs_reference
 from vfasim.functional.policy import summarize_keys
 
 from conftest import rng_qkv

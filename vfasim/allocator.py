@@ -5,9 +5,10 @@ of its heap back to the system once more than ``M_TRIM_THRESHOLD`` is free there
 small and adapt only to the first large blocks a process frees. The engine allocates and frees
 a few arrays of a few MB at every key-block step; past ~32K tokens the inputs' own arrays are
 too large to raise the thresholds, so each step grows the heap and faults its pages in again:
-an engine run at 64K tokens (one thread, no trace) took 74 s, 32 s of it in the kernel, with
-17M page faults. With the thresholds fixed (``MMAP_THRESHOLD``, ``TRIM_THRESHOLD``) the same
-steps run about twice as fast at the same peak memory, and a 16K run is a few percent faster.
+an engine run at 64K tokens (causal vfa on C4V16, one thread, no trace) took 78 s, 33 s of it
+in the kernel, with 17M page faults. With the thresholds fixed (``MMAP_THRESHOLD``,
+``TRIM_THRESHOLD``) it took 42 s with 33K page faults and the same peak memory
+(``benchmarks/bench_allocator.py``); a 16K run with full checks is a few percent faster.
 
 ``tune_allocator`` sets them for the whole process. ``vfasim.run`` calls it when its engine
 runs on one thread (full numerics checks, which share the cores with the references; sweep
