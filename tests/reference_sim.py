@@ -4,7 +4,9 @@ One generator process per op waits for the events of all its predecessors (data
 dependencies, the op ``units`` places before it in its pipeline's stream, the op
 that frees the buffer it takes), then holds a slot of its pipeline, a
 ``simpy.Resource`` of ``units`` slots, for its cycles. Pipelines that share an
-instruction stream (``shares_issue_with``) share one stream and one resource. Written from the model's
+instruction stream (``shares_issue_with``) share one stream and one resource. Under
+``units_by: row`` each unit is a resource of one slot serving the rows r with
+r mod units equal to its index, and an op waits for its row group's previous op there. Written from the model's
 description and independently of ``vfasim.sim``: slow, but obviously right.
 """
 
@@ -29,13 +31,18 @@ def reference_simulate(trace: Trace, hw: HardwareConfig, schedule: str) -> tuple
     done = [env.event() for _ in range(n)]
     heads = [p.shares_issue_with or name for name, p in hw.pipelines.items()]  # a shared stream: one resource
     shared = {h: simpy.Resource(env, capacity=hw.pipelines[h].units) for h in dict.fromkeys(heads)}
-    slots = [shared[h] for h in heads]
+    per_row = {h: [simpy.Resource(env, capacity=1) for _ in range(hw.pipelines[h].units)]
+               for h in dict.fromkeys(heads) if hw.pipelines[h].units_by == "row"}
+
+    def slot_of(i: int) -> simpy.Resource:
+        h = heads[pipe[i]]
+        return per_row[h][int(trace.row[i]) % len(per_row[h])] if h in per_row else shared[h]
     start, end = [0] * n, [0] * n
 
     def op(i: int):
         yield simpy.AllOf(env, [done[p] for p in preds[i]])
         if pipe[i] >= 0:
-            with slots[pipe[i]].request() as slot:
+            with slot_of(i).request() as slot:
                 yield slot
                 start[i] = env.now
                 yield env.timeout(price(trace, hw, i))
@@ -71,6 +78,12 @@ def predecessors(trace: Trace, hw: HardwareConfig, pipe: list[int], schedule: st
     for head in dict.fromkeys(heads):
         stream = [i for i in order if pipe[i] >= 0 and heads[pipe[i]] == head]
         units = hw.pipelines[head].units
+        if hw.pipelines[head].units_by == "row":
+            for u in range(units):
+                mine = [i for i in stream if int(trace.row[i]) % units == u]
+                for a, b in zip(mine, mine[1:]):
+                    preds[b].add(a)
+            continue
         for k in range(units, len(stream)):
             preds[stream[k]].add(stream[k - units])
     for b in range(len(BUFFERS)):

@@ -10,7 +10,7 @@ import pytest
 
 import vfasim
 from vfasim.chip.fluid import BOUNDS
-from vfasim.chip.run import Geometry, simulate_chip
+from vfasim.chip.run import Geometry, simulate_chip, timing_core
 from vfasim.chip.styles import KERNEL_STYLES, TileShape
 from vfasim.cli import main
 from vfasim.errors import VfasimError
@@ -106,13 +106,15 @@ DECODE = dict(seq_len=8192, head_dim=128, heads=8, kv_heads=2, batch=4, decode=T
 
 
 def test_decode_is_memory_bound_and_scales_with_hbm_bandwidth(tmp_path):
-    untuned = "  kernel_styles:\n    fa2:\n      tensor_efficiency: 1.0\n      unit_overhead_cycles: 0\n"
+    # fa3: its warp groups read shared memory once per tile (fa2's four warps each read K and V, which at
+    # twice the HBM bandwidth would take more than the shared-memory port gives; see the next test)
+    untuned = "  kernel_styles:\n    fa3:\n      tensor_efficiency: 1.0\n      unit_overhead_cycles: 0\n"
     plain, fast = tmp_path / "plain.yaml", tmp_path / "fast.yaml"  # without the fitted per-unit overhead
     plain.write_text("base: H100-SXM\nname: plain\nchip:\n" + untuned)
     fast.write_text("base: H100-SXM\nname: fast-hbm\nchip:\n  hbm:\n"
                     "    bandwidth_gb_per_s: 6700  # assumed, because a test doubles HBM\n" + untuned)
-    base = vfasim.run(plain, "fa2", **DECODE)
-    double = vfasim.run(fast, "fa2", **DECODE)
+    base = vfasim.run(plain, "fa2", kernel_style="fa3", **DECODE)
+    double = vfasim.run(fast, "fa2", kernel_style="fa3", **DECODE)
     assert base.chip["bound"] == "memory" and base.chip["unit_bounds"]["hbm"] >= 0.95 * base.chip["units"]
     kv = 4 * 2 * 8192 * 128 * 2 * 2  # every K/V byte read once from HBM (GQA groups packed)
     q, partial_o = 4 * 128 * 2, 4 * 128 * 4  # per split: the group's 4 query rows in, fp32 partial O out
@@ -132,6 +134,46 @@ def test_kernel_styles_fit_their_streams():
     fa4 = vfasim.run("H100-SXM", "fa2", seq_len=1024, heads=4, block_q=64, kernel_style="fa4")
     assert fa3.chip["streams_per_core"] == 2 and "exp_emul" not in fa3.ops
     assert fa4.ops["exp_emul"] > 0 and fa4.options["policy"]["exp_emulation"] == 0.15
+
+
+def test_fa2_streams_get_their_own_tensor_share_and_pay_operand_reads():
+    hw = load_hw("H100-SXM")
+    shape = TileShape(128, 64, 128, 2, 2, 2)
+    core = timing_core(hw, KERNEL_STYLES["fa2"], 2, shape, hw.chip.core_limits)
+    tensor = core.pipelines["tensor"]
+    assert (tensor.units, tensor.units_by, tensor.throughput["float16"]) == (2, "row", 1024)
+    # per MAC: QK reads Q once (2 B / 64 keys) and K per warp (4 x 2 B / 128 rows); PV reads V per warp
+    assert core.work_factor["qk_matmul"] == pytest.approx(1 + (2 / 64 + 8 / 128) * 1024 / 128)
+    assert core.work_factor["pv_matmul"] == pytest.approx(1 + (8 / 128) * 1024 / 128)
+    assert timing_core(hw, KERNEL_STYLES["fa3"], 2, shape, hw.chip.core_limits) is hw
+
+
+def test_fa2_operand_reads_cost_time_only_where_the_core_has_a_shared_memory_rate(tmp_path):
+    path = tmp_path / "no-smem.yaml"
+    path.write_text("base: H100-SXM\nname: no-smem\nchip:\n  core_limits:\n    shared_read_bytes_per_cycle: null\n")
+    kw = dict(seq_len=2048, heads=16, head_dim=128, block_q=128, block_k=64)
+    with_reads, without = vfasim.run("H100-SXM", "fa2", **kw), vfasim.run(path, "fa2", **kw)
+    assert with_reads.latency_cycles > without.latency_cycles
+    assert with_reads.pipelines["tensor"]["busy_cycles"] == without.pipelines["tensor"]["busy_cycles"]  # ops only
+
+
+def test_fa2_softmax_is_partly_exposed():
+    # fa2's per-stream tensor shares leave part of each tile's softmax exposed, so head dim 64 (twice the
+    # scores per MAC of head dim 128) runs slower than 128; the measured H100 ratio is 0.87-0.89 at 2K-16K
+    def tflops(d: int) -> float:
+        bq, bk = (128, 128) if d == 64 else (128, 64)
+        return vfasim.run("H100-SXM", "fa2", seq_len=4096, heads=16, batch=4, head_dim=d, block_q=bq,
+                          block_k=bk).chip["tflops"]
+    assert 0.8 < tflops(64) / tflops(128) < 0.93
+
+
+def test_a_per_stream_tensor_pipe_cannot_share_an_issue_stream():
+    doc = load_hw("H100-SXM").model_dump()
+    doc["pipelines"]["vector"].update(shares_issue_with="tensor")
+    doc["pipelines"]["exp"].update(shares_issue_with="tensor")
+    hw = HardwareConfig.model_validate(doc)
+    with pytest.raises(VfasimError, match="gives each stream its own queue on H100-SXM's tensor pipe 'tensor'"):
+        timing_core(hw, KERNEL_STYLES["fa2"], 2, TileShape(128, 64, 128, 2, 2, 2), hw.chip.core_limits)
 
 
 def test_chip_runs_are_deterministic_and_json_serialisable():

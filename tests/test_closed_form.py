@@ -56,16 +56,17 @@ def traces(draw) -> Trace:
 
 @st.composite
 def cores(draw) -> HardwareConfig:
-    """Four pipelines with rates for every dtype, 1-3 units each, any op kind on any of them or fused;
-    half the time the exp pipeline shares the vector pipeline's stream."""
+    """Four pipelines with rates for every dtype, 1-3 units each dealt by issue order or by row, any op kind
+    on any of them or fused; half the time the exp pipeline shares the vector pipeline's stream."""
     roles = {"cube": "tensor", "vector": "vector", "exp": "exp", "mover": "memory"}
-    pipelines = {name: {"role": role, "units": draw(st.integers(1, 3)),
+    pipelines = {name: {"role": role, "units": draw(st.integers(1, 3)), "units_by": draw(st.sampled_from(["issue", "row"])),
                         "startup_cycles": draw(st.integers(0, 3)), "issue_overhead_cycles": draw(st.integers(0, 2)),
                         "throughput": {d: draw(st.sampled_from([1, 3, 10, 40])) for d in (*DTYPES, "bytes")}}
                  for name, role in roles.items()}
     factors = draw(st.lists(st.sampled_from(KIND_NAMES), max_size=3, unique=True))
     if draw(st.booleans()):  # exp ops join the vector pipeline's stream
-        pipelines["exp"].update(units=pipelines["vector"]["units"], shares_issue_with="vector")
+        pipelines["exp"].update(units=pipelines["vector"]["units"], units_by=pipelines["vector"]["units_by"],
+                                shares_issue_with="vector")
     return HardwareConfig.model_validate({
         "name": "random", "clock_ghz": 1.0, "score_buffers": draw(st.integers(1, 4)),
         "precision": {"matmul": "float16", "vector": "float32"}, "pipelines": pipelines,
@@ -144,6 +145,29 @@ def test_units_run_side_by_side(schedule):
     timeline = simulate(hand_trace(ops), HardwareConfig.model_validate(doc), schedule)
     expected = {"pipelined": [3, 3, 7, 7], "serial": [3, 7, 11, 15]}[schedule]
     assert timeline.start_cycles[1:].tolist() == expected
+
+
+def test_units_by_row_keep_each_rows_queue():
+    # Three exp ops of row 0 and one of row 1 on two exp units: by issue order they pair up; by row,
+    # row 0's run one after another on unit 0 while row 1's runs beside the first on unit 1.
+    ops = [("load_q", 1, 0, 20, []), *[("exp", 1, 0, 30, [0])] * 4]
+    trace = hand_trace(ops)
+    trace = Trace(**{**trace.__dict__, "row": np.array([0, 0, 0, 1, 0], np.int32)})
+    doc = tiny_hw().model_dump()
+    doc["pipelines"]["exp"]["units"] = 2
+    by_issue = simulate(trace, HardwareConfig.model_validate(doc))
+    doc["pipelines"]["exp"]["units_by"] = "row"
+    by_row = simulate(trace, HardwareConfig.model_validate(doc))
+    assert by_issue.start_cycles[1:].tolist() == [3, 3, 7, 7]
+    assert by_row.start_cycles[1:].tolist() == [3, 7, 3, 11]
+    assert reference_simulate(trace, HardwareConfig.model_validate(doc), "pipelined")[0][1:] == [3, 7, 3, 11]
+
+
+def test_a_shared_stream_needs_the_same_units_by():
+    doc = tiny_hw().model_dump()
+    doc["pipelines"]["exp"].update(shares_issue_with="vector", units_by="row")
+    with pytest.raises(ValueError, match="need the same units and units_by to share one stream"):
+        HardwareConfig.model_validate(doc)
 
 
 @pytest.mark.parametrize("algo", ["fa2", "vfa", "vsa"])

@@ -43,8 +43,8 @@ from vfasim.chip.units import (
     split_count,
 )
 from vfasim.errors import VfasimError
-from vfasim.hw.chip import ChipSpec, StyleTuning
-from vfasim.hw.config import HardwareConfig
+from vfasim.hw.chip import ChipSpec, CoreLimits, StyleTuning
+from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.sim import op_cycles
 from vfasim.trace import KIND_NAMES, Trace
 
@@ -114,7 +114,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
     core = tuned_core(replace_buffers(hw, style.score_buffers), tuning)
     plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.unit_overhead_cycles)
     launch = build_launch(trace, rows, kv_key, label, splits)
-    timer = UnitTimer(trace, plan.core, style.score_buffers, launch.kinds, schedule)
+    timer = UnitTimer(trace, timing_core(plan.core, style, streams, shape, chip.core_limits), style.score_buffers,
+                      launch.kinds, schedule)
     times = _main_launch(launch, timer, plan, policy, geo)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)))
     end = combine.end.max() if combine is not None else times.end.max(initial=0)
@@ -129,6 +130,38 @@ def tuned_core(hw: HardwareConfig, tuning: StyleTuning) -> HardwareConfig:
                                                        for d, r in p.throughput.items()}})
              if p.role == "tensor" else p for name, p in hw.pipelines.items()}
     return hw.model_copy(update={"pipelines": pipes})
+
+
+def timing_core(core: HardwareConfig, style: KernelStyle, streams: int, shape: TileShape,
+                limits: CoreLimits) -> HardwareConfig:
+    """The core as the unit timer runs ``streams`` of ``style`` on it (busy cycles stay on ``core``).
+
+    ``mma_per_stream``: each tensor pipe becomes ``streams`` units dealt by row (the
+    interleaved unit trace has one row per stream), each at 1/streams of the pipe's rate.
+    ``operand_warps`` > 0 with a shared-memory read rate: the QK and PV matmuls also take
+    the time of their operand reads (``chip.styles``), as a work factor on their pipe.
+    """
+    if not style.mma_per_stream:
+        return core
+    pipes = dict(core.pipelines)
+    for name, p in core.pipelines.items():
+        if p.role != "tensor":
+            continue
+        if p.shares_issue_with or any(q.shares_issue_with == name for q in core.pipelines.values()):
+            raise VfasimError(f"kernel style {style.name} gives each stream its own queue on {core.name}'s "
+                              f"tensor pipe {name!r}, which shares an issue stream")
+        pipes[name] = p.model_copy(update={"units": streams, "units_by": "row", "throughput": {
+            d: r * p.units / streams for d, r in p.throughput.items()}})
+    factors = dict(core.work_factor)
+    if style.operand_warps and limits.shared_read_bytes_per_cycle is not None:
+        w, bq, bk = style.operand_warps, shape.block_q, shape.block_k
+        per_mac = {"qk_matmul": shape.q_bytes / bk + w * shape.kv_bytes / bq, "pv_matmul": w * shape.kv_bytes / bq}
+        for kind, bytes_per_mac in per_mac.items():
+            if core.op_map[kind] == FUSED:
+                continue
+            rate = pipes[core.op_map[kind]].throughput[core.precision.matmul]
+            factors[kind] = factors.get(kind, 1.0) + bytes_per_mac * rate / limits.shared_read_bytes_per_cycle
+    return core.model_copy(update={"pipelines": pipes, "work_factor": factors})
 
 
 def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -7,9 +7,24 @@ and how many streams it wants per core. Occupancy then follows from the core's
 limits (``chip.core_limits``).
 
 Assumptions, per style:
-- ``fa2``: one warp group per stream, no pipelining inside it (score_buffers 1):
-  a stream's softmax and matmuls serialise; K and V are single-buffered. As many
-  streams share a core as fit, and they interleave on its pipelines.
+- ``fa2``: one thread block of 4 warps per stream, no pipelining inside it
+  (score_buffers 1): a stream's softmax and matmuls serialise; K and V are
+  single-buffered. As many streams share a core as fit, and they interleave on its
+  pipelines. Its matmuls are ``mma.sync``, issued by the stream's own warps
+  (``mma_per_stream``): each stream runs them in its own program order on a 1/k
+  share of the core's tensor pipes (k = streams per core; a static split: a stream
+  whose neighbour is in its softmax cannot borrow the idle share), and each of its
+  4 warps reads its operands from shared memory (``operand_warps``): per tile the
+  Q tile once (FA2 keeps Q in shared memory, ``Is_Q_in_regs`` false) and the
+  whole K tile (QK) and V tile (PV) per warp, at the core's
+  ``shared_read_bytes_per_cycle``, in series with the MMAs they feed. Source for
+  the 4 warps and the Q placement: FA2's ``flash_fwd_launch_template.h``
+  (``Flash_fwd_kernel_traits<d, bq, bk, 4, false, false>`` at head dims 64, 128 and
+  256 on Hopper). Where a core gives no shared-memory read rate (a unified
+  buffer, Ascend-like) there are no such reads. Evidence for both: with them the
+  fitted FA2 ``tensor_efficiency`` on H100 lands at the ~63-65% that
+  microbenchmarks give ``mma.sync`` on Hopper, where without them it was 0.35
+  (README, "Validation").
 - ``fa3``: two streams per core that share double-buffered K/V tiles and take
   turns between softmax and GEMM (ping-pong), each pipelined two score tiles
   deep (intra-warpgroup overlap). FA3's 128-row tile is two 64-row warp groups:
@@ -41,10 +56,13 @@ class KernelStyle:
     group_streams: int  # streams sharing one K/V buffer set (one thread block)
     streams: int | None  # streams per core the style needs; None = as many as fit
     exp_emulation: float  # fraction of exps computed by polynomial on the vector ALUs
+    mma_per_stream: bool = False  # each stream issues its own matmuls, on its 1/k share of the tensor pipes
+    operand_warps: int = 0  # warps per stream that each read the K/V tile from shared memory (0: none)
 
 
 KERNEL_STYLES: dict[str, KernelStyle] = {
-    "fa2": KernelStyle("fa2", score_buffers=1, kv_buffers=1, group_streams=1, streams=None, exp_emulation=0.0),
+    "fa2": KernelStyle("fa2", score_buffers=1, kv_buffers=1, group_streams=1, streams=None, exp_emulation=0.0,
+                       mma_per_stream=True, operand_warps=4),
     "fa3": KernelStyle("fa3", score_buffers=2, kv_buffers=2, group_streams=2, streams=2, exp_emulation=0.0),
     "fa4": KernelStyle("fa4", score_buffers=2, kv_buffers=2, group_streams=2, streams=2, exp_emulation=0.15),
 }

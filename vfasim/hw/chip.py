@@ -14,7 +14,9 @@ Assumptions:
   independent and loads cost only what the core's own data mover charges.
 - A kernel style runs the core's ops at their configured rates, except that
   ``kernel_styles.<style>.tensor_efficiency`` scales the tensor pipelines and
-  ``unit_overhead_cycles`` adds a fixed exposed cost to every work unit.
+  ``unit_overhead_cycles`` adds a fixed exposed cost to every work unit; a style
+  whose warps read their matmul operands from shared memory (``fa2``) also pays
+  those reads at ``core_limits.shared_read_bytes_per_cycle`` (``chip.styles``).
 - ``register_bytes``, when given, holds a stream's score, P and O-accumulator
   tiles (GPU register file / tensor memory); otherwise those tiles count
   against ``buffer_bytes`` too (a unified buffer, Ascend-like).
@@ -46,6 +48,10 @@ class CoreLimits(_Strict):
     register_bytes: int | None = Field(
         default=None, gt=0, description="Per-core registers for score, P and O tiles; absent: they use buffer_bytes")
     max_streams: int = Field(gt=0, description="Tile streams (thread blocks / warp groups) a core may run at once")
+    shared_read_bytes_per_cycle: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False,
+        description="Shared-memory read bandwidth per core, bytes per cycle: what a kernel style whose warps each "
+                    "read their matmul operands from shared memory (fa2) pays for them; absent: no such reads")
 
 
 class StyleTuning(_Strict):

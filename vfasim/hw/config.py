@@ -13,6 +13,10 @@ Assumptions:
 - A pipeline with ``shares_issue_with`` has no instruction stream of its own: its ops
   join the named pipeline's in-order stream, so ops of the two never run side by side
   (busy cycles are still counted per pipeline). ``issue_streams`` lists the streams.
+- ``units`` instances serve a stream's ops in issue order (``units_by: issue``), or one
+  instance per trace row modulo ``units`` (``units_by: row``: each tile stream keeps its own
+  in-order queue on its own instance, as when every thread block's warps issue their own
+  ``mma.sync``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ class Pipeline(_Strict):
     startup_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES, description="Fixed latency added to every op on this pipeline")
     issue_overhead_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES, description="Per-instruction issue cost, once per op")
     units: int = Field(default=1, strict=True, gt=0, le=4096, description="Identical instances that serve ops in parallel")
+    units_by: Literal["issue", "row"] = Field(
+        default="issue", description="How ops are dealt to the units: 'issue' - in issue order, each op after the "
+                                     "one `units` places before it; 'row' - every op of trace row r on unit r mod "
+                                     "units, after the row's previous op there (one in-order queue per tile stream)")
     shares_issue_with: str | None = Field(
         default=None, min_length=1, description="Another pipeline whose in-order instruction stream this one's ops "
                                                 "join (the two never run side by side); absent: a stream of its own")
@@ -136,9 +144,9 @@ class HardwareConfig(_Strict):
             if self.pipelines[other].shares_issue_with is not None:
                 raise ValueError(f"pipelines.{name}.shares_issue_with names {other!r}, which itself shares "
                                  f"another's stream: name that stream's own pipeline")
-            if self.pipelines[other].units != p.units:
+            if (self.pipelines[other].units, self.pipelines[other].units_by) != (p.units, p.units_by):
                 raise ValueError(f"pipelines.{name}.shares_issue_with: {name!r} and {other!r} need the same units "
-                                 "to share one stream")
+                                 "and units_by to share one stream")
 
     def issue_streams(self) -> list[tuple[str, ...]]:
         """Pipeline names per in-order instruction stream, streams in order of their first pipeline."""

@@ -7,7 +7,8 @@ Conventions (the tests pin these down):
 - Each pipeline runs its own instruction stream *in order*, like an in-order
   issue queue: an op starts once its dependencies have ended and the op before
   it in its pipeline's stream has ended (with ``units`` > 1, the op ``units``
-  places before it). Pipelines marked ``shares_issue_with`` share one stream:
+  places before it; with ``units_by: row``, the previous op of its trace row on
+  unit row mod ``units``, each row keeping its own queue). Pipelines marked ``shares_issue_with`` share one stream:
   their ops take turns in issue order and never overlap one another.
 - ``pipelined`` (software pipelining over B = score_buffers tiles in flight):
   the trace gives each op a stage; stage s of tile t is issued in step
@@ -23,7 +24,8 @@ topological order instead; a cycle is refused). Each op starts at the latest
 end among its predecessors (0 if none) and ends at start + cycles
 (``closed_form.py``). This is exactly what an event simulation with each
 pipeline a resource of ``units`` slots gives: op k of a stream waits for op
-k − units, so a pipeline's ops form ``units`` chains (stream index mod units)
+k − units, so a pipeline's ops form ``units`` chains (stream index mod units,
+or row mod units under ``units_by: row``, each unit then a one-slot resource)
 and never more than ``units`` run at once; the resource never makes an op wait
 (a test checks the two agree on random traces and cores). Each op records the
 predecessor whose end it waited for and the edge kind (ties: data
@@ -81,7 +83,7 @@ def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> T
     check_schedule(schedule)
     pipe, cycles = op_cycles(trace, hw)
     order = issue_order(trace, hw, schedule)
-    stream, chain = stream_chains(pipe, order, hw, schedule)
+    stream, chain = stream_chains(pipe, order, hw, schedule, trace.row)
     buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
     end = end_cycles(trace, order, cycles, stream, chain, buffer, schedule)
     del order, chain

@@ -4,9 +4,10 @@ Everything here is read from the trace's columns and the config; no op kind is
 named. An op waits on three kinds of edge (``EDGE_KINDS``; ``port`` is kept for
 arbitrated memory ports of a chip model and never made here):
 - data: its dependencies (``dep_ptr``/``dep_idx``);
-- stream: the op ``units`` places before it in its pipeline's in-order
-  instruction stream, which pipelines with ``shares_issue_with`` share
-  (``serial``: the op before it in issue order);
+- stream: the op before it on the same unit of its pipeline's in-order
+  instruction stream, which pipelines with ``shares_issue_with`` share: the op
+  ``units`` places before it, or (``units_by: row``) its row's previous op on
+  that unit (``serial``: the op before it in issue order);
 - buffer: the i-th op taking a tile buffer waits for the (i − B)-th op freeing
   it, B = ``score_buffers`` (``pipelined`` only).
 
@@ -91,13 +92,15 @@ def stream_order(trace: Trace, buffers: int) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
-def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig,
-                  schedule: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per op, the op its stream issues ``units`` places before it (-1 if none), and its chain.
+def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, schedule: str,
+                  row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per op, the op its stream runs before it on the same unit (-1 if none), and its chain.
 
-    Ops of one chain (a stream's index mod ``units``, one stream per entry of
-    ``hw.issue_streams()``; the whole core under ``serial``) follow one another, so
-    each ends no later than any later one starts.
+    A chain is one unit of one stream (one stream per entry of ``hw.issue_streams()``;
+    the whole core under ``serial``): with ``units_by: issue`` op k of the stream is on
+    unit k mod ``units`` (so it follows the op ``units`` places before it), with
+    ``units_by: row`` on unit ``row`` mod ``units``. Ops of one chain follow one another
+    in issue order, so each ends no later than any later one starts.
     Fused ops are in no chain (-1). Op ids fit int32, as in the trace's ``dep_idx``.
     """
     before = np.full(pipe.size, -1, np.int32)
@@ -107,12 +110,14 @@ def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig,
     chain = np.full(pipe.size, -1, np.int32)
     offset, names = 0, list(hw.pipelines)
     for group in hw.issue_streams():
-        units = hw.pipelines[group[0]].units
+        head = hw.pipelines[group[0]]
         stream = order[np.isin(pipe[order], [names.index(n) for n in group])]
-        if stream.size > units:
-            before[stream[units:]] = stream[: -units]
-        chain[stream] = offset + np.arange(stream.size) % units
-        offset += units
+        unit = row[stream] % head.units if head.units_by == "row" else np.arange(stream.size) % head.units
+        by_unit = stream[np.argsort(unit, kind="stable")]  # each unit's ops, in issue order
+        first = np.concatenate([[True], np.diff(np.sort(unit)) != 0]) if stream.size else np.zeros(0, bool)
+        before[by_unit[1:][~first[1:]]] = by_unit[:-1][~first[1:]]
+        chain[stream] = offset + unit
+        offset += head.units
     return before, chain
 
 
@@ -133,7 +138,7 @@ def schedule_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray,
     """(parent, child, edge kind code) of every edge the schedule makes an op wait on."""
     n = len(trace)
     order = issue_order(trace, hw, schedule)
-    stream, _ = stream_chains(pipe, order, hw, schedule)
+    stream, _ = stream_chains(pipe, order, hw, schedule, trace.row)
     buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
     ids = np.arange(n)
     parts = [(trace.dep_idx, np.repeat(ids, np.diff(trace.dep_ptr)), DATA),
