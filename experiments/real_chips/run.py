@@ -8,7 +8,8 @@ and the FA4-style baseline of the same chip, format and mode. Writes DIR/results
 DIR/results.md (default DIR: experiments/real_chips/out).
 
 Variants (algorithm, kernel style):
-- fa2 / fa2: the Ampere-style kernel (one warp group per tile, no overlap inside it);
+- fa2 / fa2: the Ampere-style kernel (one thread block per tile, no overlap inside it, mma.sync on its
+  share of the tensor cores, operands read from shared memory by every warp);
 - fa2 / fa4: the FA4-style baseline: FA3's ping-pong plus FA4's exp emulation on the FMA units
   (its other policy, the conditional rescale, needs the data: see ``fa4 / fa4``);
 - fa4 / fa4: the same with FA4's conditional rescale (data-dependent: runs on every head);
