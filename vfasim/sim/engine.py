@@ -8,8 +8,9 @@ Conventions (the tests pin these down):
   issue queue: an op starts once its dependencies have ended and the op before
   it in its pipeline's stream has ended (with ``units`` > 1, the op ``units``
   places before it; with ``units_by: row``, the previous op of its trace row on
-  unit row mod ``units``, each row keeping its own queue). Pipelines marked ``shares_issue_with`` share one stream:
-  their ops take turns in issue order and never overlap one another.
+  unit row mod ``units``, each row keeping its own queue). Pipelines marked
+  ``shares_issue_with`` share one stream: their ops take turns in issue order and
+  never overlap one another.
 - ``pipelined`` (software pipelining over B = score_buffers tiles in flight):
   the trace gives each op a stage; stage s of tile t is issued in step
   t + min(s, B − 1), and within a step stages go in order, so the cube runs

@@ -112,10 +112,15 @@ def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, sched
     for group in hw.issue_streams():
         head = hw.pipelines[group[0]]
         stream = order[np.isin(pipe[order], [names.index(n) for n in group])]
-        unit = row[stream] % head.units if head.units_by == "row" else np.arange(stream.size) % head.units
-        by_unit = stream[np.argsort(unit, kind="stable")]  # each unit's ops, in issue order
-        first = np.concatenate([[True], np.diff(np.sort(unit)) != 0]) if stream.size else np.zeros(0, bool)
-        before[by_unit[1:][~first[1:]]] = by_unit[:-1][~first[1:]]
+        if head.units_by == "row":
+            unit = row[stream] % head.units
+            by_unit = stream[np.argsort(unit, kind="stable")]  # each unit's ops, in issue order
+            same = np.diff(np.sort(unit)) == 0  # by_unit[i + 1] follows by_unit[i] on its unit
+            before[by_unit[1:][same]] = by_unit[:-1][same]
+        else:
+            unit = np.arange(stream.size) % head.units
+            if stream.size > head.units:
+                before[stream[head.units:]] = stream[: -head.units]
         chain[stream] = offset + unit
         offset += head.units
     return before, chain
