@@ -12,7 +12,9 @@ def format_chip_run(doc: dict) -> str:
         f"blocks {shape['block_q']}x{shape['block_k']} {'causal' if shape['causal'] else 'non-causal'}"
         + (" decode" if shape["decode"] else ""),
         (f"latency   {chip['latency_cycles']:,} cycles ({chip['latency_us']:.2f} us)   "
-        f"{chip['tflops']:.1f} TFLOP/s   bound {chip['bound']}"),
+        f"{chip['tflops']:.1f} TFLOP/s   bound {chip['bound']}"
+        + (" (no resource busy half the time: a tail, exposed latency or each stream's own serial chain)"
+           if chip["bound"] == "launch" else "")),
         (f"launch    {chip['units']:,} units ({chip['splits']} split(s) per row), {chip['streams_per_core']} "
         f"stream(s) per core, {chip['waves']} wave(s)"),
         (f"memory    HBM {chip['hbm_bytes'] / 1e6:,.1f} MB ({chip['achieved_hbm_tbps']:.2f} TB/s)   "
