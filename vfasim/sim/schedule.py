@@ -114,8 +114,8 @@ def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, sched
         stream = order[np.isin(pipe[order], [names.index(n) for n in group])]
         if head.units_by == "row":
             unit = row[stream] % head.units
-            by_unit = stream[np.argsort(unit, kind="stable")]  # each unit's ops, in issue order
-            same = np.diff(np.sort(unit)) == 0  # by_unit[i + 1] follows by_unit[i] on its unit
+            grouped = np.argsort(unit, kind="stable")  # each unit's ops, in issue order
+            by_unit, same = stream[grouped], np.diff(unit[grouped]) == 0  # same: i + 1 follows i on its unit
             before[by_unit[1:][same]] = by_unit[:-1][same]
         else:
             unit = np.arange(stream.size) % head.units
