@@ -188,20 +188,21 @@ def round_with_top(x: np.ndarray, mant_bits: int, emin: int,
     bits = x.view(np.int32)
     c = np.bitwise_and(bits, _EXPONENT_BITS, out=np.empty(x.shape, np.int32))
     top = int(c.max(initial=0)) >> 23
-    if emax_ is None:
-        np.maximum(c, np.int32((emin + 127) << 23), out=c)
-    else:
-        if emax_ + 24 - mant_bits > 127:
-            raise VfasimError(f"cannot round to {mant_bits} mantissa bits up to 2**{emax_} within float32")
-        np.clip(c, np.int32((emin + 127) << 23), np.int32((emax_ + 128) << 23), out=c)
+    if emax_ is not None and emax_ + 24 - mant_bits > 127:
+        raise VfasimError(f"cannot round to {mant_bits} mantissa bits up to 2**{emax_} within float32")
+    # a clip with both bounds runs ~4x faster than np.maximum with one (NumPy 2.x, int32)
+    np.clip(c, np.int32((emin + 127) << 23), _EXPONENT_BITS if emax_ is None else np.int32((emax_ + 128) << 23),
+            out=c)
     c += np.int32(((23 - mant_bits) << 23) | 0x400000)
     out = np.empty_like(x)
     with np.errstate(invalid="ignore"):  # a signalling NaN, or inf - inf past the range
         np.add(x, c.view(np.float32), out=out)
         np.subtract(out, c.view(np.float32), out=out)
-    # x + C - C has x's sign unless it is +0: OR-ing x's sign bit in is copysign, at a third of its cost
-    np.bitwise_and(bits, _SIGN_BIT, out=c)
-    out.view(np.int32)[...] |= c
+    # x + C - C has x's sign unless it is +0, so only a negative x (or -0) can need its sign back:
+    # OR-ing the sign bit in is copysign at a third of its cost, and skipped when no sign bit is set
+    if bits.size and int(bits.min()) < 0:
+        np.bitwise_and(bits, _SIGN_BIT, out=c)
+        out.view(np.int32)[...] |= c
     return out, top
 
 
