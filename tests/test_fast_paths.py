@@ -207,6 +207,21 @@ def test_engine_rowmax_is_max_along_the_last_axis_nan_and_all():
     np.testing.assert_array_equal(bits32(_rowmax(x)), bits32(x.max(axis=-1)))
 
 
+@pytest.mark.parametrize("special", [None, np.nan, np.inf, -np.inf, "overflowing squares", "empty"])
+def test_all_finite_is_isfinite_all(special):
+    from vfasim.functional.arrays import all_finite
+
+    x = np.random.default_rng(5).standard_normal((3, 4, 16)).astype(np.float32)
+    if special == "overflowing squares":  # every element finite, x · x is not
+        x[:] = np.finfo(np.float32).max
+    elif special == "empty":
+        x = x[:0]
+    elif special is not None:
+        x[1, 2, 3] = special
+    assert all_finite(x) == bool(np.isfinite(x).all())
+    assert all_finite(x) is (special in (None, "overflowing squares", "empty"))
+
+
 def test_engine_rescale_skips_only_tiles_whose_alpha_is_exactly_one():
     from vfasim.functional.arrays import rescaled as _rescaled
 

@@ -29,7 +29,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from vfasim.errors import VfasimError
-from vfasim.functional.arrays import blocks, per_row, rescaled, rowmax, unblock
+from vfasim.functional.arrays import all_finite, blocks, per_row, rescaled, rowmax, unblock
 from vfasim.functional.emit import TraceEmitters
 from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
 from vfasim.functional.precision import Precision
@@ -271,10 +271,9 @@ class _Loop(TraceEmitters):
         raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
         with np.errstate(over="ignore"):
             scores = self.vr(self.vr(raw) * self.scale)
-        overflowed = np.isinf(scores)
-        n_over = int(np.count_nonzero(overflowed))
-        self.counts.add(score_overflow=n_over)
-        if n_over:
+        if not all_finite(scores):
+            overflowed = np.isinf(scores)
+            self.counts.add(score_overflow=int(np.count_nonzero(overflowed)))
             self.flags[act] |= np.where(overflowed.any(axis=2), np.uint8(ROW_FLAGS["score_overflow"]), np.uint8(0))
         moved = tb.emit("move_s", act, slot, t.block_q * t.block_k * 4, "float32", deps=(qk,), kblock=kb)
         score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(moved,), kblock=kb)
@@ -341,14 +340,18 @@ class _Loop(TraceEmitters):
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
             pv = sr(np.matmul(p_mm, self.vb[self.kv_head[rows], kb]))
             o_new = sr(rescaled(o_old, alpha, sr) + pv)
-        p_inf = np.isinf(p)
-        n_inf = int(np.count_nonzero(p_inf))
-        self.counts.add(exp_underflow=int(np.count_nonzero((p == 0) & np.isfinite(scores))),
+        p_inf = None if all_finite(p) else np.isinf(p)
+        n_inf = 0 if p_inf is None else int(np.count_nonzero(p_inf))
+        zeros = p == 0
+        if not all_finite(scores):  # masked (-inf) scores give p = 0 without underflowing
+            zeros &= np.isfinite(scores)
+        self.counts.add(exp_underflow=int(np.count_nonzero(zeros)),
                         cast_p_underflow=p_under, cast_p_overflow=p_over, exp_overflow=n_inf)
         self._flag_rows(rows, p, p_inf if n_inf else None, p_mm, l_new)
-        o_inf = np.isinf(o_new)
-        self.counts.add(l_overflow=int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows]))),
-                        o_overflow=int(np.count_nonzero(o_inf & np.isfinite(o_old))) if o_inf.any() else 0)
+        o_over = 0
+        if not all_finite(o_new):
+            o_over = int(np.count_nonzero(np.isinf(o_new) & np.isfinite(o_old)))
+        self.counts.add(l_overflow=int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows]))), o_overflow=o_over)
         self.l[rows], self.o[rows], self.m[rows] = l_new, o_new, m_new
         self._emit_update(rows, kb, slot, rescales, ops)
 
@@ -364,8 +367,8 @@ class _Loop(TraceEmitters):
         zero = np.uint8(0)
         overflowed = np.isinf(l_new) if p_inf is None else p_inf.any(axis=2) | np.isinf(l_new)
         self.flags[rows] |= np.where(overflowed, bit["exp_overflow"], zero)
-        saturated = np.isfinite(p) & ~np.isfinite(p_mm)
-        if saturated.any():
+        if not all_finite(p_mm):
+            saturated = np.isfinite(p) & ~np.isfinite(p_mm)
             self.flags[rows] |= np.where(saturated.any(axis=2), bit["cast_saturation"], zero)
         if not self.p_cast_nonzero[rows].all():  # a row stays nonzero once it is
             self.p_cast_nonzero[rows] |= (p_mm != 0).any(axis=2)

@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from vfasim.errors import VfasimError
 from vfasim.functional import quant
+from vfasim.functional.arrays import all_finite
 
 NUMPY_DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype(np.float32),
@@ -101,10 +102,10 @@ class Precision:
             return x.astype(np.float32, copy=False), 0, 0
         if self.scaling[operand] == "none" and self.matmul == "float16":
             out = round_float16(x)
-            over = int(np.count_nonzero(np.isinf(out) & np.isfinite(x)))
+            over = 0 if all_finite(out) else int(np.count_nonzero(np.isinf(out) & np.isfinite(x)))
             return out, over, int(np.count_nonzero((out == 0) & (x != 0)))
-        bad = ~np.isfinite(x)
-        if bad.any():  # an upstream overflow: scale the rest, keep the damage visible as NaN
+        if not all_finite(x):  # an upstream overflow: scale the rest, keep the damage visible as NaN
+            bad = ~np.isfinite(x)
             values, over, under = self.to_matmul(np.where(bad, np.float32(0), x), operand, axis)
             return np.where(bad, np.float32(np.nan), values), over, under
         rule = self.rule(operand)

@@ -53,6 +53,7 @@ import ml_dtypes
 import numpy as np
 
 from vfasim.errors import VfasimError
+from vfasim.functional.arrays import all_finite
 
 FORMATS: dict[str, np.dtype] = {
     "float16": np.dtype(np.float16),
@@ -236,7 +237,7 @@ def _fast_ok(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> bool:
         return False
     if scaling.kind == "per_block" and x.shape[_norm_axis(axis, x.ndim)] % scaling.block:
         return False
-    return bool(np.isfinite(x).all())
+    return all_finite(x)
 
 
 def _fast_blocks(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> tuple[np.ndarray, int, int]:
