@@ -46,6 +46,32 @@ class TraceEmitters:
         extra = (t.block_q * d + n_vis + t.block_q) if clamp else 0
         self.writer["m"] = tb.emit("minit_max", rows, 0, q_rows * n_vis + extra, self.prec.vector, deps=(mm,))
 
+    def _emit_step(self, act: np.ndarray, kb: np.ndarray, slot: int, special: np.ndarray, keep: np.ndarray,
+                   rescales: np.ndarray) -> None:
+        """The ops of one key-block step for rows ``act`` from the step's decisions alone.
+
+        ``special``: the tile updates m exactly; ``keep``: some row of the tile takes part
+        (the others stop after the skip test); ``rescales``: O and l are rescaled.
+        """
+        ops = self._emit_stats(act, kb, slot, special, self._emit_scores(act, kb, slot))
+        k = np.flatnonzero(keep)
+        self._emit_update(act[k], kb[k], slot, rescales[k], {name: ids[k] for name, ids in ops.items()})
+
+    def _emit_scores(self, act: np.ndarray, kb: np.ndarray, slot: int) -> dict[str, np.ndarray]:
+        """K load, QK, the move of S to the vector side, its scaling and (on tiles that need it) the mask."""
+        t, tb, prec = self.t, self.tb, self.prec
+        load_k = tb.emit("load_k", act, slot, self._bytes(t.block_k, "k"), prec.matmul, kblock=kb)
+        qk = tb.emit("qk_matmul", act, slot, t.block_q * t.block_k * t.head_dim, prec.matmul,
+                     deps=(load_k, self.load_q[act]), kblock=kb)
+        moved = tb.emit("move_s", act, slot, t.block_q * t.block_k * 4, "float32", deps=(qk,), kblock=kb)
+        score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(moved,), kblock=kb)
+        needs = t.tile_needs_mask(self.qblock[act], kb)
+        if needs.any():
+            score_op = score_op.copy()
+            score_op[needs] = tb.emit("mask", act[needs], slot, t.block_q * t.block_k, prec.vector,
+                                      deps=(score_op[needs],), kblock=kb[needs])
+        return {"load_k": load_k, "score": score_op}
+
     def _emit_stats(self, act: np.ndarray, kb: np.ndarray, slot: int, special: np.ndarray,
                     ops: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Trace of the statistic ops (rowmax, running max, skip test); op keys per row."""

@@ -123,7 +123,7 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
         loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode)
         if not trace:
-            loop.tb = _Untraced(tiling.n_rows, tiling.n_kblocks, schedule=SOFTWARE_PIPELINE)
+            loop.tb, loop.traced = _Untraced(tiling.n_rows, tiling.n_kblocks, schedule=SOFTWARE_PIPELINE), False
         loop.pool, loop.threads = (pool, threads) if threads > 1 else (None, 1)
         if rows is not None:
             loop.order[np.setdiff1d(np.arange(tiling.n_rows), rows)] = -1
@@ -155,6 +155,7 @@ class _Loop(TraceEmitters):
         self.counts = _Counts()
         self.pool: ThreadPoolExecutor | None = None  # set by run_engine, with its thread count
         self.threads = 1
+        self.traced = True  # emit each step's ops (run_engine(trace=False) turns it off)
         self.qb = self._quantized(blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
         self.kb = self._quantized(blocks(k, tiling.block_k), "k", -1)  # [Hkv, Tc, Bc, d]
         self.vb = self._quantized(blocks(v, tiling.block_k), "v", -2)  # scale blocks along keys
@@ -227,21 +228,26 @@ class _Loop(TraceEmitters):
 
         Rows are independent and the trace orders ops by (row, step, kind), so batching
         changes neither numbers nor trace; it keeps the working set cache-sized and flat in N.
+        The batches compute; the step's ops are then emitted once, from their decisions.
         """
         act = np.flatnonzero(self.order[:, s] >= 0)
+        if act.size == 0:
+            return
         most = max(1, STEP_BYTES // (self.t.block_q * self.t.block_k * 4))
         n_parts = max(-(-act.size // most), min(self.threads, act.size))  # equal parts: no thread waits on a short one
-        parts = np.array_split(act, n_parts) if act.size else []
+        parts = np.array_split(act, n_parts)
         if len(parts) > 1 and self.pool is not None:  # NumPy releases the GIL: batches share the cores
-            for done in [self.pool.submit(self._step_rows, rows, s) for rows in parts]:
-                done.result()
-            return
-        for rows in parts:
-            self._step_rows(rows, s)
+            decided = [done.result() for done in [self.pool.submit(self._step_rows, rows, s) for rows in parts]]
+        else:
+            decided = [self._step_rows(rows, s) for rows in parts]
+        if self.traced:
+            special, keep, rescales = (np.concatenate(column) for column in zip(*decided))
+            self._emit_step(act, self.order[act, s], s + 1, special, keep, rescales)
 
-    def _step_rows(self, act: np.ndarray, s: int) -> None:
-        kb, slot = self.order[act, s], s + 1
-        scores, ops = self._scores(act, kb, slot)
+    def _step_rows(self, act: np.ndarray, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The numbers of step ``s`` for rows ``act``; the decisions the trace follows (see ``_emit_step``)."""
+        kb = self.order[act, s]
+        scores = self._scores(act, kb)
         tile_max = rowmax(scores)
         self.true_max[act] = np.maximum(self.true_max[act], tile_max)
         self.block_max[act, kb] = tile_max.max(axis=1)
@@ -256,18 +262,14 @@ class _Loop(TraceEmitters):
         self._count(keep, keep_rows, rescales)
         self.kept[act] += keep_rows
         self.skipped[act] += ~keep_rows
-        ops = self._emit_stats(act, kb, slot, special, ops)
         k = np.flatnonzero(keep)
         if self.policy.skip == "row":
             scores = np.where(keep_rows[:, :, None], scores, np.float32(-np.inf))
-        self._update(act[k], kb[k], slot, rescales[k], scores[k], m_old[k], m_new[k],
-                     {name: ids[k] for name, ids in ops.items()})
+        self._update(act[k], kb[k], scores[k], m_old[k], m_new[k])
+        return special, keep, rescales
 
-    def _scores(self, act: np.ndarray, kb: np.ndarray, slot: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        t, tb, prec = self.t, self.tb, self.prec
-        load_k = tb.emit("load_k", act, slot, self._bytes(t.block_k, "k"), prec.matmul, kblock=kb)
-        qk = tb.emit("qk_matmul", act, slot, t.block_q * t.block_k * t.head_dim, prec.matmul,
-                     deps=(load_k, self.load_q[act]), kblock=kb)
+    def _scores(self, act: np.ndarray, kb: np.ndarray) -> np.ndarray:
+        t = self.t
         raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
         with np.errstate(over="ignore"):
             scores = self.vr(self.vr(raw) * self.scale)
@@ -275,17 +277,11 @@ class _Loop(TraceEmitters):
             overflowed = np.isinf(scores)
             self.counts.add(score_overflow=int(np.count_nonzero(overflowed)))
             self.flags[act] |= np.where(overflowed.any(axis=2), np.uint8(ROW_FLAGS["score_overflow"]), np.uint8(0))
-        moved = tb.emit("move_s", act, slot, t.block_q * t.block_k * 4, "float32", deps=(qk,), kblock=kb)
-        score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(moved,), kblock=kb)
         needs = t.tile_needs_mask(self.qblock[act], kb)
         if needs.any():
             hidden = ~t.visible(self.qblock[act[needs]], kb[needs])
             scores[needs] = np.where(hidden, -np.inf, scores[needs])
-            mask = tb.emit("mask", act[needs], slot, t.block_q * t.block_k, prec.vector,
-                           deps=(score_op[needs],), kblock=kb[needs])
-            score_op = score_op.copy()
-            score_op[needs] = mask
-        return scores, {"load_k": load_k, "score": score_op}
+        return scores
 
     def _keep_rows(self, act: np.ndarray, kb: np.ndarray, tile_max: np.ndarray, m_cand: np.ndarray) -> np.ndarray:
         """[A, Br] rows of each tile that take part; with ``protect_special``, sink and local tiles always."""
@@ -325,8 +321,8 @@ class _Loop(TraceEmitters):
               skipped_row_tiles=int(np.sum(~keep_rows)))
 
     # ---- the softmax and PV update on kept tiles --------------------------------------
-    def _update(self, rows: np.ndarray, kb: np.ndarray, slot: int, rescales: np.ndarray, scores: np.ndarray,
-                m_old: np.ndarray, m_new: np.ndarray, ops: dict[str, np.ndarray]) -> None:
+    def _update(self, rows: np.ndarray, kb: np.ndarray, scores: np.ndarray, m_old: np.ndarray,
+                m_new: np.ndarray) -> None:
         if rows.size == 0:
             return
         vr, sr = self.vr, self.sr
@@ -353,7 +349,6 @@ class _Loop(TraceEmitters):
             o_over = int(np.count_nonzero(np.isinf(o_new) & np.isfinite(o_old)))
         self.counts.add(l_overflow=int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows]))), o_overflow=o_over)
         self.l[rows], self.o[rows], self.m[rows] = l_new, o_new, m_new
-        self._emit_update(rows, kb, slot, rescales, ops)
 
     def _flag_rows(self, rows: np.ndarray, p: np.ndarray, p_inf: np.ndarray | None, p_mm: np.ndarray,
                    l_new: np.ndarray) -> None:

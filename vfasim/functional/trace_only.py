@@ -68,26 +68,9 @@ class _TraceLoop(_Loop):
         act = np.flatnonzero(self.order[:, s] >= 0)
         if act.size == 0:
             return
-        kb, slot = self.order[act, s], s + 1
-        ops = self._emit_scores(act, kb, slot)
+        kb = self.order[act, s]
         special = (kb == 0) | (kb == self.local[act]) | (not self.policy.freeze)
-        ops = self._emit_stats(act, kb, slot, special, ops)
-        self._emit_update(act, kb, slot, special, ops)
-
-    def _emit_scores(self, act: np.ndarray, kb: np.ndarray, slot: int) -> dict:
-        """The ops of ``_Loop._scores`` (K load, QK, move, scale, mask), without the matmul."""
-        t, tb, prec = self.t, self.tb, self.prec
-        load_k = tb.emit("load_k", act, slot, self._bytes(t.block_k, "k"), prec.matmul, kblock=kb)
-        qk = tb.emit("qk_matmul", act, slot, t.block_q * t.block_k * t.head_dim, prec.matmul,
-                     deps=(load_k, self.load_q[act]), kblock=kb)
-        moved = tb.emit("move_s", act, slot, t.block_q * t.block_k * 4, "float32", deps=(qk,), kblock=kb)
-        score_op = tb.emit("scale", act, slot, t.block_q * t.block_k, prec.vector, deps=(moved,), kblock=kb)
-        needs = t.tile_needs_mask(self.qblock[act], kb)
-        if needs.any():
-            score_op = score_op.copy()
-            score_op[needs] = tb.emit("mask", act[needs], slot, t.block_q * t.block_k, prec.vector,
-                                      deps=(score_op[needs],), kblock=kb[needs])
-        return {"load_k": load_k, "score": score_op}
+        self._emit_step(act, kb, s + 1, special, np.ones(act.size, bool), special)
 
     def finish_trace(self, algo: str) -> Trace:
         t, rows = self.t, np.arange(self.t.n_rows)
