@@ -169,6 +169,21 @@ def test_e8m0_scale_is_clamped_to_its_range():
     np.testing.assert_array_equal(r.values.ravel(), x)
 
 
+@pytest.mark.parametrize("dtype", ["float4_e2m1", "float8_e4m3", "float8_e5m2", "float16", "bfloat16"])
+def test_e8m0_scale_from_exponent_bits_is_the_spec_formula(dtype):
+    """2**clip(floor(log2(amax)) - emax_elem, -127, 127) from frexp/ldexp, on every float32 exponent."""
+    from vfasim.functional.quant import _e8m0_scale, emax
+
+    tiny = np.float32(2.0**-149)
+    powers = np.ldexp(np.float32(1), np.arange(-149, 128)).astype(np.float32)
+    amax = np.concatenate([powers, powers * np.float32(1.5), np.nextafter(powers, np.float32(0)), [tiny],
+                           [np.finfo(np.float32).max, np.float32(2.0**-126) - tiny]]).astype(np.float32)
+    amax = amax[amax > 0]
+    floor_log2 = np.frexp(amax)[1].astype(np.int32) - 1
+    want = np.ldexp(np.float32(1), np.clip(floor_log2 - emax(dtype), -127, 127)).astype(np.float32)
+    np.testing.assert_array_equal(_e8m0_scale(amax, dtype).view(np.int32), want.view(np.int32))
+
+
 def test_mxfp4_zero_block_and_partial_block():
     x = np.zeros((3, 48), np.float32)
     x[2, 40:] = 3.0  # the partial block (16 of 32 elements) has its own scale

@@ -273,10 +273,11 @@ def _fast_scaled(x: np.ndarray, scale: np.ndarray, dtype: str,
                       where=scale != 0)
     r = round_nearest_even(y, *grid(dtype))
     top, over = np.float32(max_finite(dtype)), 0
-    if not (r.max(initial=0) <= top and r.min(initial=0) >= -top):
+    high, low = r.max(initial=0) > top, r.min(initial=0) < -top
+    if high or low:
         if not saturate:
             return None
-        over = int(np.count_nonzero(np.abs(r) > top))
+        over = (int(np.count_nonzero(r > top)) if high else 0) + (int(np.count_nonzero(r < -top)) if low else 0)
         np.clip(r, -top, top, out=r)
     under = int(np.count_nonzero(r == 0) - np.count_nonzero(x == 0))
     if y is not x:
@@ -341,11 +342,17 @@ def _scale_from_amax(amax: np.ndarray, tensor_amax: np.float32, dtype: str, scal
 
 
 def _e8m0_scale(amax: np.ndarray, dtype: str) -> np.ndarray:
-    """OCP MX v1.0 §6.3: 2**(floor(log2(amax)) - emax_elem), clamped to E8M0's range."""
-    floor_log2 = np.frexp(amax)[1].astype(np.int32) - 1  # exact, subnormals included
-    shared_exp = np.clip(floor_log2 - emax(dtype), *E8M0_EXP_RANGE)
-    scale = np.ldexp(np.float32(1), shared_exp).astype(np.float32)
-    return scale.astype(SCALE_DTYPES["e8m0"]).astype(np.float32)
+    """OCP MX v1.0 §6.3: 2**(floor(log2(amax)) - emax_elem), clamped to E8M0's range.
+
+    For a finite amax >= 0, floor(log2(amax)) is its float32 exponent field less 127; a
+    subnormal amax reads as -127, and its true exponent (below that) clamps to the same
+    scale since emax_elem >= 0. Every E8M0 value is a float32, 2**-127 the one subnormal.
+    (amax 0 is mapped to scale 1 by the caller.) The tests compare this with frexp/ldexp.
+    """
+    biased = np.right_shift(np.asarray(amax, np.float32).view(np.int32), 23)
+    shared_exp = np.clip(biased - (127 + emax(dtype)), *E8M0_EXP_RANGE)
+    scale = np.where(shared_exp > E8M0_EXP_RANGE[0], (shared_exp + 127) << 23, np.int32(1 << 22))
+    return scale.astype(np.int32).view(np.float32)
 
 
 def _two_level_scale(amax: np.ndarray, tensor_amax: np.float32, dtype: str) -> np.ndarray:
