@@ -273,7 +273,8 @@ class _Loop(TraceEmitters):
         self._count(keep, keep_rows, rescales)
         self.kept[act] += keep_rows
         self.skipped[act] += ~keep_rows
-        k = np.flatnonzero(keep)
+        kept = np.flatnonzero(keep)
+        k = slice(None) if kept.size == act.size else kept  # every tile kept: views, not copies of the batch
         if self.policy.skip == "row":
             scores = np.where(keep_rows[:, :, None], scores, np.float32(-np.inf))
         self._update(act[k], kb[k], scores[k], m_old[k], m_new[k])
