@@ -156,7 +156,6 @@ class _Loop(TraceEmitters):
         self.pool: ThreadPoolExecutor | None = None  # set by run_engine, with its thread count
         self.threads = 1
         self.traced = True  # emit each step's ops (run_engine(trace=False) turns it off)
-        self._pending: tuple[np.ndarray, int, list] | None = None  # a computed step whose ops are not emitted yet
         self.qb = self._quantized(blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
         self.kb = self._quantized(blocks(k, tiling.block_k), "k", -1)  # [Hkv, Tc, Bc, d]
         self.vb = self._quantized(blocks(v, tiling.block_k), "v", -2)  # scale blocks along keys
@@ -238,20 +237,10 @@ class _Loop(TraceEmitters):
         n_parts = max(-(-act.size // most), min(self.threads, act.size))  # equal parts: no thread waits on a short one
         parts = np.array_split(act, n_parts)
         if len(parts) > 1 and self.pool is not None:  # NumPy releases the GIL: batches share the cores
-            running = [self.pool.submit(self._step_rows, rows, s) for rows in parts]
-            self.emit_pending()  # the previous step's ops, while this one computes
-            decided = [done.result() for done in running]
+            decided = [done.result() for done in [self.pool.submit(self._step_rows, rows, s) for rows in parts]]
         else:
             decided = [self._step_rows(rows, s) for rows in parts]
         if self.traced:
-            self.emit_pending()
-            self._pending = (act, s, decided)
-
-    def emit_pending(self) -> None:
-        """Emit the ops of the last step computed, if not yet done (steps are emitted in order)."""
-        if self._pending is not None:
-            act, s, decided = self._pending
-            self._pending = None
             special, keep, rescales = (np.concatenate(column) for column in zip(*decided))
             self._emit_step(act, self.order[act, s], s + 1, special, keep, rescales)
 
@@ -382,7 +371,6 @@ class _Loop(TraceEmitters):
 
     # ---- epilogue -----------------------------------------------------------------------
     def finish(self, algo: str) -> EngineResult:
-        self.emit_pending()
         t, tb, rows = self.t, self.tb, np.arange(self.t.n_rows)
         last = t.n_kblocks + 1
         norm = tb.emit("normalize", rows, last, t.block_q * t.head_dim, self.state_dtype,
