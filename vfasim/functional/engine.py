@@ -234,7 +234,8 @@ class _Loop(TraceEmitters):
         if act.size == 0:
             return
         most = max(1, STEP_BYTES // (self.t.block_q * self.t.block_k * 4))
-        n_parts = max(-(-act.size // most), min(self.threads, act.size))  # equal parts: no thread waits on a short one
+        # equal parts, a multiple of the threads in number: no thread waits on a short or a last part
+        n_parts = min(-(-act.size // (most * self.threads)) * self.threads, act.size)
         parts = np.array_split(act, n_parts)
         if len(parts) > 1 and self.pool is not None:  # NumPy releases the GIL: batches share the cores
             decided = [done.result() for done in [self.pool.submit(self._step_rows, rows, s) for rows in parts]]
