@@ -3,7 +3,10 @@
 The loop runs over *steps* of the key-block visit order; at each step every
 (head, query block) row that still has a block to visit is processed at once
 (vectorised), so only one block-row stripe of scores — rows × Bq × Bc — is
-ever held, and memory stays linear in sequence length. Algorithms are
+ever held, and memory stays linear in sequence length. A step's rows are
+computed in batches (on threads when there are several); the step's ops are then
+emitted once, from its decisions alone (which tiles update m exactly, are kept, are
+rescaled), through the emitters the trace-only loop shares. Algorithms are
 ``Policy`` values (see ``policy.py``) of this one loop.
 
 Assumptions:
