@@ -73,6 +73,20 @@ def test_round_float16_is_numpys_cast_on_edges_and_specials():
     assert bits32(round_float16(np.float32(-0.0))) == bits32(np.float32(-0.0))  # a 0-d input works too
 
 
+@pytest.mark.parametrize("name", ["float16", *FAST])
+def test_rounding_an_array_without_sign_bits_skips_nothing_it_needs(name):
+    """No negative value and no -0: the sign pass is skipped, and the bits are still the cast's."""
+    x = probe(name)
+    x = x[(x.view(np.int32) >= 0) & np.isfinite(x)]
+    if name == "float16":
+        got = round_float16(x)
+    else:
+        x = x[~quant.overflow_mask(x, name)]
+        got = round_nearest_even(x, *quant.grid(name))
+    assert x.size > 50 and np.all(x.view(np.int32) >= 0)
+    np.testing.assert_array_equal(bits32(got), bits32(cast(x, name)))
+
+
 def test_round_float16_on_random_data_of_every_magnitude():
     rng = np.random.default_rng(5)
     x = (rng.standard_normal(300_000) * np.exp2(rng.uniform(-150, 20, 300_000))).astype(np.float32)
