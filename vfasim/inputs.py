@@ -10,12 +10,12 @@ Assumptions:
 - The estimates are rough. Memory ≈ a fixed start-up cost (interpreter, libraries, the
   engine's bounded step batches), plus per Q/K/V element and per trace op. Against measured
   C4V16 causal one-head runs on two cores it came out 1.1-2.2x high (2.2x at 4K, 1.1x at
-  16K, 1.5-1.8x at 128K). Time ≈ per visible score element (1.4e-8 s, measured at 128K with
+  16K, 1.5-1.8x at 128K). Time ≈ per visible score element (1.25e-8 s, measured at 128K with
   sampled numerics), times 2.5 under full numerics (the default up to 16K tokens: the fa2
-  baseline and the float64 oracle run beside the engine): 4.8 s at 16K against 4.7-5.1 s
-  measured (4.2-4.6 s past the ~0.5 s start-up, which is not counted), 121 s at 128K against
-  112-124 s. They decide only a refusal (memory
-  beyond what is available) and a warning (runs estimated above ``LONG_RUN_S``).
+  baseline and the float64 oracle run beside the engine): 4.2 s at 16K against 4.2-4.8 s
+  measured (3.7-4.3 s past the ~0.5 s start-up, which is not counted), 108 s at 128K against
+  103-112 s. They decide only a refusal (memory beyond what is available) and a warning
+  (runs estimated above ``LONG_RUN_S``).
 - A ``qkv`` file is already in memory once loaded, so its runs are not estimated up front.
 """
 
@@ -41,7 +41,7 @@ BASE_BYTES = 240 * 2**20  # interpreter, NumPy, pandas, the engine's step batche
 BYTES_PER_QKV_ELEMENT = 16  # Q, K, V, O in float32 and their matmul-format copies, the oracle's float64 stripes
 BYTES_PER_OP = 120  # the trace as it is built, and the timing model's per-op arrays beside it
 OPS_PER_TILE = 16
-SECONDS_PER_SCORE_ELEMENT = 1.4e-8  # per visible score element, sampled numerics, two cores
+SECONDS_PER_SCORE_ELEMENT = 1.25e-8  # per visible score element, sampled numerics, two cores
 FULL_NUMERICS_FACTOR = 2.5  # full numerics: the fa2 baseline and the float64 oracle beside the engine
 #: keywords whose value a ``qkv`` file replaces (given with a file unless left at run's default)
 FROM_FILE = ("seq_len", "head_dim", "heads", "kv_heads", "workload")

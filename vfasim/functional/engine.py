@@ -126,7 +126,7 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
         loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode)
         if not trace:
-            loop.tb, loop.traced = _Untraced(tiling.n_rows, tiling.n_kblocks, schedule=SOFTWARE_PIPELINE), False
+            loop.tb = _Untraced(tiling.n_rows, tiling.n_kblocks, schedule=SOFTWARE_PIPELINE)
         loop.pool, loop.threads = (pool, threads) if threads > 1 else (None, 1)
         if rows is not None:
             loop.order[np.setdiff1d(np.arange(tiling.n_rows), rows)] = -1
@@ -158,7 +158,6 @@ class _Loop(TraceEmitters):
         self.counts = _Counts()
         self.pool: ThreadPoolExecutor | None = None  # set by run_engine, with its thread count
         self.threads = 1
-        self.traced = True  # emit each step's ops (run_engine(trace=False) turns it off)
         self.qb = self._quantized(blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
         self.kb = self._quantized(blocks(k, tiling.block_k), "k", -1)  # [Hkv, Tc, Bc, d]
         self.vb = self._quantized(blocks(v, tiling.block_k), "v", -2)  # scale blocks along keys
@@ -181,6 +180,11 @@ class _Loop(TraceEmitters):
         self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode),
                                schedule=SOFTWARE_PIPELINE)
         self.writer = {name: np.full(n, -1, np.int64) for name in ("m", "l", "o")}
+
+    @property
+    def traced(self) -> bool:
+        """Whether the run builds a trace (``run_engine(trace=False)`` gives it an ``_Untraced`` builder)."""
+        return not isinstance(self.tb, _Untraced)
 
     def _quantized(self, x: np.ndarray, operand: str, axis: int) -> np.ndarray:
         values, over, under = self.prec.to_matmul(x, operand, axis)
@@ -395,7 +399,7 @@ class _Loop(TraceEmitters):
             out=unblock(out, t.heads, t.seq_len), rows=diag,
             used_max=per_row(self.m, t), true_max=per_row(self.true_max, t),
             block_max=self.block_max, above_max=self.above_max, counts=counts,
-            trace=None if isinstance(tb, _Untraced) else tb.build())
+            trace=tb.build() if self.traced else None)
 
 
 class _Untraced(TraceBuilder):
