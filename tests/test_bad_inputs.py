@@ -233,7 +233,7 @@ def test_help_shows_defaults_and_bare_command_prints_usage(capsys) -> None:
     assert "--seq-len SEQ_LEN     (default: 4096)" in text and "--seed SEED           (default: 0)" in text
     assert main([]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("usage: vfasim") and "{run,sensitivity,sweep,figure,validate,hw}" in err
+    assert out == "" and err.startswith("usage: vfasim") and "{run,sensitivity,sweep,figure,validate,hw,kernel}" in err
 
 
 # ---------------------------------------------------------------- fault classes

@@ -11,13 +11,17 @@ import pytest
 import vfasim
 from vfasim.chip.fluid import BOUNDS
 from vfasim.chip.run import Geometry, simulate_chip, timing_core
-from vfasim.chip.styles import KERNEL_STYLES, TileShape
+from vfasim.chip.occupancy import TileShape
+from vfasim.kernel import load_kernel
 from vfasim.cli import main
 from vfasim.errors import VfasimError
 from vfasim.functional import Precision, Tiling
 from vfasim.functional.trace_only import trace_only
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.sim import simulate
+
+FA2_KERNEL = load_kernel("fa2")
+FA2 = (FA2_KERNEL, FA2_KERNEL.tiles[1])  # the kernel and its head-dim-64 tile rule
 
 TOY = """base: C16V32
 name: toy-chip
@@ -47,7 +51,7 @@ def toy_run(hw_path: Path, tiles: int = 3, heads: int = 1):
     geo = Geometry(1, heads, heads, tiling.n_qblocks, tiling.n_kblocks, False, False, 1.0, True)
     shape = TileShape(64, 64, 64, 2, 2, 2)
     trace = trace_only(Tiling(64 * tiles, 64 * tiles, 64, 64, 64, False, 1, 1), "fa2")
-    return simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, shape), hw
+    return simulate_chip(trace, hw, *FA2, geo, shape), hw
 
 
 def unit_cycles(hw) -> int:
@@ -95,8 +99,8 @@ def test_representative_group_equals_every_head_traced(tmp_path):
     rep = trace_only(Tiling(512, 512, 64, 64, 64, True, 2, 1), "vfa")
     shape = TileShape(64, 64, 64, 2, 2, 2)
     args = dict(batch=2, heads=4, kv_heads=2, n_qblocks=8, n_kblocks=8, decode=False, causal=True, flops=1.0)
-    a = simulate_chip(rep, hw, KERNEL_STYLES["fa2"], Geometry(**args, representative=True), shape)
-    b = simulate_chip(full, hw, KERNEL_STYLES["fa2"], Geometry(**args, representative=False), shape)
+    a = simulate_chip(rep, hw, *FA2, Geometry(**args, representative=True), shape)
+    b = simulate_chip(full, hw, *FA2, Geometry(**args, representative=False), shape)
     assert a.latency_cycles == b.latency_cycles
     assert (a.hbm_bytes, a.l2_bytes) == (b.hbm_bytes, b.l2_bytes)
     np.testing.assert_array_equal(a.times.end, b.times.end)
@@ -108,19 +112,20 @@ DECODE = dict(seq_len=8192, head_dim=128, heads=8, kv_heads=2, batch=4, decode=T
 def test_decode_is_memory_bound_and_scales_with_hbm_bandwidth(tmp_path):
     # fa3: its warp groups read shared memory once per tile (fa2's four warps each read K and V, which at
     # twice the HBM bandwidth would take more than the shared-memory port gives; see the next test)
-    untuned = "  kernel_styles:\n    fa3:\n      tensor_efficiency: 1.0\n      unit_overhead_cycles: 0\n"
+    untuned = "  kernel_tuning:\n    fa3:\n      tensor_efficiency: 1.0\n      unit_overhead_cycles: 0\n"
     plain, fast = tmp_path / "plain.yaml", tmp_path / "fast.yaml"  # without the fitted per-unit overhead
     plain.write_text("base: H100-SXM\nname: plain\nchip:\n" + untuned)
     fast.write_text("base: H100-SXM\nname: fast-hbm\nchip:\n  hbm:\n"
                     "    bandwidth_gb_per_s: 6700  # assumed, because a test doubles HBM\n" + untuned)
-    base = vfasim.run(plain, "fa2", kernel_style="fa3", **DECODE)
-    double = vfasim.run(fast, "fa2", kernel_style="fa3", **DECODE)
+    base = vfasim.run(plain, "fa2", kernel="fa3", dispatch="waves", **DECODE)
+    double = vfasim.run(fast, "fa2", kernel="fa3", dispatch="waves", **DECODE)
     assert base.chip["bound"] == "memory" and base.chip["unit_bounds"]["hbm"] >= 0.95 * base.chip["units"]
     kv = 4 * 2 * 8192 * 128 * 2 * 2  # every K/V byte read once from HBM (GQA groups packed)
     q, partial_o = 4 * 128 * 2, 4 * 128 * 4  # per split: the group's 4 query rows in, fp32 partial O out
     combined = 4 * 2 * 4 * 128 * 4  # per (batch, K/V head): the combined O of its 4 query heads
     assert base.chip["hbm_bytes"] == kv + base.chip["units"] * (q + partial_o) + combined
-    assert 0.5 <= double.latency_cycles / base.latency_cycles < 0.56  # fixed latencies keep it above 1/2
+    # fixed latencies keep it above 1/2 (FA3 runs one decode unit per SM: its second warp group idles)
+    assert 0.5 <= double.latency_cycles / base.latency_cycles < 0.6
 
 
 def test_prefill_throughput_rises_with_sequence_length_as_waves_fill():
@@ -129,23 +134,25 @@ def test_prefill_throughput_rises_with_sequence_length_as_waves_fill():
     assert all(a < b for a, b in zip(tflops, tflops[1:])), tflops
 
 
-def test_kernel_styles_fit_their_streams():
-    fa3 = vfasim.run("H100-SXM", "fa2", seq_len=1024, heads=4, block_q=64, kernel_style="fa3")
-    fa4 = vfasim.run("H100-SXM", "fa2", seq_len=1024, heads=4, block_q=64, kernel_style="fa4")
-    assert fa3.chip["streams_per_core"] == 2 and "exp_emul" not in fa3.ops
+def test_kernels_fit_their_streams_and_set_their_policy():
+    fa3 = vfasim.run("H100-SXM", "fa2", seq_len=1024, heads=4, kernel="fa3")
+    fa4 = vfasim.run("B200", "fa2", seq_len=1024, heads=4, kernel="fa4")
+    assert fa3.chip["streams_per_core"] == 2 and "exp_emul" not in fa3.ops  # 2 consumer warp groups at hd 128
+    assert (fa3.shape["block_q"], fa3.shape["block_k"]) == (64, 128)  # causal: FA3's 128 x 128, 64 rows a stream
     assert fa4.ops["exp_emul"] > 0 and fa4.options["policy"]["exp_emulation"] == 0.15
+    assert fa4.options["policy"]["rescale_threshold"] == pytest.approx(8 * np.log(2))
 
 
 def test_fa2_streams_get_their_own_tensor_share_and_pay_operand_reads():
     hw = load_hw("H100-SXM")
     shape = TileShape(128, 64, 128, 2, 2, 2)
-    core = timing_core(hw, KERNEL_STYLES["fa2"], 2, shape, hw.chip.core_limits)
+    core = timing_core(hw, True, 4, 2, shape, hw.chip.core_limits)
     tensor = core.pipelines["tensor"]
     assert (tensor.units, tensor.units_by, tensor.throughput["float16"]) == (2, "row", 1024)
     # per MAC: QK reads Q once (2 B / 64 keys) and K per warp (4 x 2 B / 128 rows); PV reads V per warp
     assert core.work_factor["qk_matmul"] == pytest.approx(1 + (2 / 64 + 8 / 128) * 1024 / 128)
     assert core.work_factor["pv_matmul"] == pytest.approx(1 + (8 / 128) * 1024 / 128)
-    assert timing_core(hw, KERNEL_STYLES["fa3"], 2, shape, hw.chip.core_limits) is hw
+    assert timing_core(hw, False, 0, 2, shape, hw.chip.core_limits) is hw
 
 
 def test_fa2_operand_reads_cost_time_only_where_the_core_has_a_shared_memory_rate(tmp_path):
@@ -173,7 +180,7 @@ def test_a_per_stream_tensor_pipe_cannot_share_an_issue_stream():
     doc["pipelines"]["exp"].update(shares_issue_with="tensor")
     hw = HardwareConfig.model_validate(doc)
     with pytest.raises(VfasimError, match="gives each stream its own queue on H100-SXM's tensor pipe 'tensor'"):
-        timing_core(hw, KERNEL_STYLES["fa2"], 2, TileShape(128, 64, 128, 2, 2, 2), hw.chip.core_limits)
+        timing_core(hw, True, 4, 2, TileShape(128, 64, 128, 2, 2, 2), hw.chip.core_limits)
 
 
 def test_chip_runs_are_deterministic_and_json_serialisable():
@@ -190,13 +197,13 @@ def test_dispatch_policies_on_a_causal_launch(policy, tmp_path):
     hw = load_hw(toy(tmp_path, ""))  # 2 cores, one stream each, no shared memory
     trace = trace_only(Tiling(512, 512, 64, 64, 64, True, 1, 1), "fa2")
     geo = Geometry(1, 1, 1, 8, 8, False, True, 1.0, True)
-    res = simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, TileShape(64, 64, 64, 2, 2, 2), policy=policy)
+    res = simulate_chip(trace, hw, *FA2, geo, TileShape(64, 64, 64, 2, 2, 2), policy=policy)
     first = sorted(np.argsort(res.times.start, kind="stable")[:2].tolist())
     if policy == "waves":  # units dealt in order: query blocks 0, 2, 4, 6 on core 0
         assert first == [0, 1] and res.times.core.tolist() == [0, 1] * 4
     else:  # longest first: the last query blocks visit the most key blocks
         assert first == [6, 7]
-        assert res.times.end.max() <= simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo,
+        assert res.times.end.max() <= simulate_chip(trace, hw, *FA2, geo,
                                                     TileShape(64, 64, 64, 2, 2, 2)).times.end.max()
 
 
@@ -225,20 +232,30 @@ def test_trace_dtype_the_config_cannot_price_is_refused():
                                  block_scale="mxfp4"))
     geo = Geometry(1, 1, 1, 2, 2, False, True, 1.0, True)
     with pytest.raises(VfasimError, match="matmul ops in float4_e2m1 have no rate on pipeline 'tensor' of H100-SXM"):
-        simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, TileShape(64, 64, 64, 0.5, 0.5, 0.5))
+        simulate_chip(trace, hw, *FA2, geo, TileShape(64, 64, 64, 0.5, 0.5, 0.5))
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--kernel-style", "fa3"],
-     "kernel style fa3 needs 2 tile stream(s) per core but 0 fit"),
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--kernel", "fa3", "--block-q", "128",
+      "--block-k", "256"], "kernel fa3 needs 2 tile stream(s) per core but 0 fit (short of shared memory)"),
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--kernel", "fa4"],
+     "kernel fa4 targets B200, B300, not H100-SXM"),
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--kernel", "fa2", "--head-dim", "512"],
+     "kernel fa2 has no tile for head dim 512 with 16bit inputs (it supports head dims up to 256)"),
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--kernel", "fa3", "--kernel-style", "fa3"],
+     "give kernel or its alias kernel_style, not both"),
+    (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--numerics", "full"],
+     "numerics applies to one-core runs"),
+    (["--hw", "C16V32", "--algo", "fa2", "--seq-len", "256", "--dispatch", "greedy"],
+     "dispatch applies to chip runs; C16V32 has no chip section"),
     (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--heads", "6", "--kv-heads", "4"],
      "heads (6) must be a multiple of kv_heads (4)"),
     (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--batch", "0"],
      "batch must be an integer >= 1"),
     (["--hw", "C16V32", "--algo", "fa2", "--seq-len", "256", "--kernel-style", "fa2"],
-     "kernel styles need a config with a chip section"),
+     "kernel applies to chip runs; C16V32 has no chip section"),
     (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--kernel-style", "fa9"],
-     "unknown kernel style 'fa9'"),
+     "unknown kernel 'fa9'"),
     (["--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024", "--dispatch", "fifo"],
      "unknown dispatch policy 'fifo'"),
 ])
@@ -281,13 +298,13 @@ def test_greedy_dispatch_takes_units_in_launch_order_as_slots_free(tmp_path):
     hw = load_hw(toy(tmp_path, ""))  # 2 cores, one stream each, no shared memory
     trace = trace_only(Tiling(512, 512, 64, 64, 64, True, 1, 1), "fa2")
     geo = Geometry(1, 1, 1, 8, 8, False, True, 1.0, True)
-    res = simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, TileShape(64, 64, 64, 2, 2, 2), policy="greedy")
+    res = simulate_chip(trace, hw, *FA2, geo, TileShape(64, 64, 64, 2, 2, 2), policy="greedy")
     t = res.times
     assert np.all(np.diff(t.start) >= 0)  # launch order
     for slot in np.unique(t.slot):  # a slot never idles while units wait: each unit starts as the last ends
         mine = np.flatnonzero(t.slot == slot)
         assert t.start[mine[0]] == 0 and np.allclose(t.start[mine[1:]], t.end[mine[:-1]])
-    waves = simulate_chip(trace, hw, KERNEL_STYLES["fa2"], geo, TileShape(64, 64, 64, 2, 2, 2), policy="waves")
+    waves = simulate_chip(trace, hw, *FA2, geo, TileShape(64, 64, 64, 2, 2, 2), policy="waves")
     assert t.end.max() <= waves.times.end.max()  # causal units of growing length: no slot idles early
 
 

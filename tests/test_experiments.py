@@ -52,7 +52,13 @@ def test_real_chips_predicts_each_variant_beside_its_numerics(tmp_path):
     assert {r["format"] for r in rows} == {"bf16", "fp8_e4m3", "fp4"}  # B300 has all three
     assert {(r["mode"], r["variant"]) for r in rows} == {(m, v) for m in ("prefill", "decode") for v in study.VARIANTS}
     for r in rows:
+        if r["note"]:  # FA2 has no fp8/fp4 tiles, FA4 no decode path: said in the row
+            assert r["note"].startswith("not run: kernel ") and r["latency_us"] == ""
+            continue
         assert r["verdict"] in ("ok", "degraded", "broken") and r["latency_us"] > 0
-        if r["variant"] == "FA2":
-            assert r["speedup_vs_fa2"] == 1.0
+        if r["variant"] == "base":
+            assert r["speedup_vs_base"] == 1.0
+    ran = {(r["format"], r["mode"], r["variant"]) for r in rows if not r["note"]}
+    assert ("bf16", "prefill", "FA2") in ran and ("fp8_e4m3", "prefill", "VFA") in ran
+    assert ("fp8_e4m3", "prefill", "FA2") not in ran  # the FA2 kernel has no fp8 path
     assert (tmp_path / "results.md").read_text().startswith("| chip | format | mode |")

@@ -48,14 +48,14 @@ def test_json_has_the_documented_keys_and_errors_are_fractions(doc):
         assert shown == pytest.approx(abs(expect))  # a fraction, not percent
 
 
-def test_rows_without_a_kernel_style_are_counted_not_dropped(doc):
+def test_rows_without_a_kernel_description_are_counted_not_dropped(doc):
     counted = {(n["chip"], n["kernel"], n["reason"]): n["rows"] for n in doc["not_modelled"]}
     rows = subset(load_rows(), 1)
     expect: dict = {}
     for r in rows:
         if not modelled(r):
             expect[(r.chip, r.kernel, why_not(r))] = expect.get((r.chip, r.kernel, why_not(r)), 0) + 1
-    assert counted == expect and ("H100-SXM5-80GB", "cudnn", "no kernel style") in counted
+    assert counted == expect and ("H100-SXM5-80GB", "cudnn", "no kernel description") in counted
     assert sum(g["rows_fit"] + g["rows_heldout"] for g in doc["groups"]) + sum(counted.values()) == len(rows)
 
 

@@ -22,6 +22,7 @@ from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.formats import with_matmul_format
+from vfasim.kernel import Kernel
 from vfasim.inputs import check_blocks, check_options, checked
 from vfasim.qkv_files import load_qkv
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
@@ -33,6 +34,8 @@ if TYPE_CHECKING:  # pandas loads only when a frame is asked for
     import pandas as pd
 
 BASELINE = "fa2"
+DEFAULT_BLOCK = 128  # one core's tile rows and keys when none are given (the paper's 128 x 128)
+DEFAULT_KERNEL = "fa2"  # a chip run's kernel when none is given
 BSFA_CALIBRATION_RUNS = 2
 MAX_FAILED_ROWS = 1000  # failed rows drawn as trace events  # calibration workloads: the same generator at seeds seed+1, seed+2
 
@@ -95,22 +98,26 @@ class RunResult:
 
 @checked
 def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len: int = 4096,
-        head_dim: int = 128, block_q: int = 128, block_k: int = 128, causal: bool = True,
+        head_dim: int = 128, block_q: int | None = None, block_k: int | None = None, causal: bool = True,
         heads: int = 1, kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
         qkv: str | Path | None = None, schedule: str = "pipelined", decode: bool = False,
         queries: int = 1, options: Options = Options(), trace_out: str | Path | None = None,
-        progress: bool = False, batch: int = 1, kernel_style: str | None = None, dispatch: str = "waves",
-        numerics_heads: int = 0, numerics: str | None = None, matmul_format: str | None = None,
-        **option_kwargs: Any) -> RunResult:
+        progress: bool = False, batch: int = 1, kernel: str | Path | Kernel | None = None,
+        kernel_style: str | None = None, dispatch: str | None = None, numerics_heads: int = 0,
+        numerics: str | None = None, matmul_format: str | None = None, **option_kwargs: Any) -> RunResult:
     """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result.
 
     Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
     ``decode`` keeps the last ``queries`` query rows against the whole KV sequence.
     ``trace_out`` also writes a Chrome/Perfetto trace of the timeline to that file;
     ``progress`` shows the functional engine's progress on stderr. On a config with a chip
-    section the whole launch of ``batch`` × ``heads`` runs on the chip (see ``chip_run``):
-    ``kernel_style``, ``dispatch`` and ``numerics_heads`` apply there; on one core ``batch``
-    elements are more heads. ``numerics`` (one core) is
+    section the whole launch of ``batch`` × ``heads`` runs on the chip (see ``chip_run``) as
+    ``kernel`` (a built-in name from ``kernels/``, a YAML path or a ``Kernel``; default ``fa2``;
+    ``kernel_style`` is its former name, kept as an alias): its own tiles unless ``block_q`` /
+    ``block_k`` are given (``block_q`` is one tile stream's rows), its ``dispatch`` unless one is
+    given; ``numerics_heads`` picks the heads whose numerics are checked. On one core the blocks
+    default to 128 x 128, ``batch`` elements are more heads, and the chip-only inputs are refused.
+    ``numerics`` (one core) is
     ``full``, ``sample`` (a stated subset of query blocks, see ``functional.sampling``) or
     ``off``; None picks ``full`` up to ``sampling.FULL_LIMIT`` score entries, else ``sample``.
     ``matmul_format`` (e.g. ``"fp8_e4m3"``) picks the matmul format
@@ -120,10 +127,15 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
     if matmul_format is not None:
         config = with_matmul_format(config, matmul_format)
+    kernel = _kernel_alias(kernel, kernel_style)
     if config.chip is not None:
+        if numerics is not None:
+            raise VfasimError("numerics applies to one-core runs; on a chip give numerics_heads (--numerics-heads)")
         return _run_chip(config, algo, locals(), options, option_kwargs)
-    if kernel_style is not None:
-        raise VfasimError(f"kernel styles need a config with a chip section ({config.name} has none)")
+    for name, value in (("kernel", kernel), ("dispatch", dispatch), ("numerics_heads", numerics_heads or None)):
+        if value is not None:
+            raise VfasimError(f"{name} applies to chip runs; {config.name} has no chip section")
+    block_q, block_k = block_q or DEFAULT_BLOCK, block_k or DEFAULT_BLOCK
     if batch != 1:
         heads, kv_heads = _fold_batch(batch, heads, kv_heads)
     with threadpool_limits(limits=1, user_api="blas"):  # the references' thread runs on during the timing
@@ -190,7 +202,16 @@ def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, o
     keys = ("batch", "seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed",
             "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "schedule")
     return RunResult(**run_chip(config, algo, options=_options(options, option_kwargs),
-                                kernel_style_name=args["kernel_style"], **{k: args[k] for k in keys}))
+                                kernel=args["kernel"] or DEFAULT_KERNEL, **{k: args[k] for k in keys}))
+
+
+def _kernel_alias(kernel: str | Path | Kernel | None, kernel_style: str | None) -> str | Path | Kernel | None:
+    """``kernel``, or the former ``kernel_style`` name for it (both given: refused)."""
+    if kernel_style is None:
+        return kernel
+    if kernel is not None:
+        raise VfasimError("give kernel or its alias kernel_style, not both")
+    return kernel_style
 
 
 def _fold_batch(batch: int, heads: int, kv_heads: int | None) -> tuple[int, int | None]:
@@ -240,16 +261,17 @@ def _prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096,
              kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
              qkv: str | Path | None = None, decode: bool = False, queries: int = 1,
              options: Options = Options(), progress: bool = False, references: bool = False,
-             numerics: str | None = "full", **option_kwargs: Any) -> _Prepared:
+             numerics: str | None = "full", policy: Policy | None = None, **option_kwargs: Any) -> _Prepared:
     """Config, policy and workload resolved, and the functional engine run (its trace inside).
 
     With ``references``, the float64 oracle and the fa2 baseline start in two more threads
     (NumPy releases the GIL in its kernels, so the cores are shared), on the query blocks
     ``numerics`` asks for (see ``run``); ``references`` of the result waits for them.
+    ``policy`` replaces the algorithm's own (a chip run's kernel may set its exp emulation and rescale rule).
     """
     opts = _options(options, option_kwargs)
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
-    policy = policy_for(algo, **opts.policy_options())
+    policy = policy or policy_for(algo, **opts.policy_options())
     wl = _workload(qkv, workload, seq_len, head_dim, heads, kv_heads, seed, decode, queries)
     tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if decode else block_q,
                     block_k, causal, wl.heads, wl.kv_heads)

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from vfasim.hw import HardwareConfig, builtin_names, load_hw
+from vfasim.kernel import Kernel
 from vfasim.validate import (
-    CHIP_STYLES,
+    CHIP_KERNELS,
     CHIPS,
-    KERNELS,
     Prediction,
     Row,
     chip_name,
     group_key,
+    kernel_for,
     mape,
     predict_all,
     with_tuning,
@@ -56,7 +57,7 @@ class Fitted:
 
 def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1) -> Fitted | None:
     """Tune (chip, style) on its fit rows; None when it has fewer than two."""
-    mine = [r for r in rows if r.fit and chip_name(r) == chip and KERNELS[r.kernel] == style]
+    mine = [r for r in rows if r.fit and chip_name(r) == chip and _kernel_name(r) == style]
     if len(mine) < 2:
         return None
     base = load_hw(chip)
@@ -101,7 +102,12 @@ def _golden(f: Callable[[float], float], lo: float, hi: float) -> float:
 
 def fit_all(rows: list[Row], jobs: int = 1) -> list[Fitted]:
     chips = sorted({CHIPS[r.chip] for r in rows})
-    return [f for c in chips for s in CHIP_STYLES if (f := fit_style(rows, c, s, jobs)) is not None]
+    return [f for c in chips for s in CHIP_KERNELS if (f := fit_style(rows, c, s, jobs)) is not None]
+
+
+def _kernel_name(row: Row) -> str:
+    k = kernel_for(row.kernel)
+    return k.name if k is not None else ""
 
 
 @dataclass(frozen=True)
@@ -123,7 +129,7 @@ def groups(preds: list[Prediction]) -> list[Group]:
     out: dict[tuple[str, str, str, str], Group] = {}
     for p in preds:
         key = group_key(p)
-        g = out.setdefault(key, Group(*key, KERNELS[p.row.kernel], [], []))
+        g = out.setdefault(key, Group(*key, _kernel_name(p.row), [], []))
         (g.fit if p.row.fit else g.heldout).append(p)
     return sorted(out.values(), key=lambda g: (g.chip, g.kernel, g.dtype, g.mode))
 
@@ -156,7 +162,7 @@ class Validation:
     chips_without_rows: list[str]  # built-in chips (with a chip section) no shipped row measures
 
 
-def run_validation(per_group: int | None = None, jobs: int = 1) -> Validation:
+def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[Kernel, ...] = ()) -> Validation:
     """Every modelled row of the shipped tables (or ``per_group`` rows of each group) through the model."""
     from vfasim.validate import load_rows, modelled, subset, why_not
 
@@ -167,11 +173,11 @@ def run_validation(per_group: int | None = None, jobs: int = 1) -> Validation:
         if not modelled(r):
             key = (r.chip, r.kernel, why_not(r))
             skipped[key] = skipped.get(key, 0) + 1
-    preds = predict_all(mine, jobs=jobs)
+    preds = predict_all(mine, jobs=jobs, kernels=kernels)
     tuning = {}
     for chip in sorted({chip_name(r) for r in mine}):
         cfg = load_hw(chip).chip
-        for style, t in (cfg.kernel_styles.items() if cfg is not None else ()):
+        for style, t in (cfg.kernel_tuning.items() if cfg is not None else ()):
             tuning[f"{chip}/{style}"] = {**t.model_dump(), "at_bound": at_bound(t.model_dump())}
     measured = {CHIPS[r.chip] for r in load_rows() if r.chip in CHIPS}
     chips = [n for n in builtin_names() if load_hw(n).chip is not None and n not in measured]

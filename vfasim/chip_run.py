@@ -14,21 +14,23 @@ result names those heads.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from vfasim import __version__
 from vfasim.chip.fluid import POLICIES
 from vfasim.chip.run import ChipResult, Geometry, simulate_chip, unit_bound_counts
-from vfasim.chip.styles import KernelStyle, TileShape, kernel_style
+from vfasim.chip.occupancy import TileShape
 from vfasim.errors import VfasimError
 from vfasim.functional import Policy, Precision, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
-from vfasim.hw import HardwareConfig
+from vfasim.hw import HardwareConfig, builtin_names
+from vfasim.kernel import Kernel, TileRule, load_kernel
 from vfasim.sim import busiest_stream
 from vfasim.trace import OP_KINDS, Trace
 
@@ -39,38 +41,41 @@ SHARE_CLASSES = ("tensor", "vector", "exp")
 TilingArgs = tuple[int, int, int, int, int, bool]  # Tiling's seq_len, kv_len, head_dim, block_q, block_k, causal
 
 
-def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, head_dim: int, block_q: int,
-             block_k: int, causal: bool, heads: int, kv_heads: int | None, seed: int, workload: str,
-             qkv: str | Path | None, decode: bool, queries: int, options: Options, kernel_style_name: str | None,
-             dispatch: str,
+def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, head_dim: int, block_q: int | None,
+             block_k: int | None, causal: bool, heads: int, kv_heads: int | None, seed: int, workload: str,
+             qkv: str | Path | None, decode: bool, queries: int, options: Options, kernel: str | Path | Kernel,
+             dispatch: str | None,
              numerics_heads: int, trace_out: str | Path | None, schedule: str = "pipelined") -> dict:
     """The RunResult fields of a chip run (``api.run`` wraps them)."""
     from vfasim import api  # the single-core path's helpers: workload, precision, numerics
 
-    style = kernel_style(kernel_style_name or "fa2")
+    k = load_kernel(kernel)
+    dispatch = dispatch or k.dispatch
     _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv)
     kv_heads = kv_heads or heads
-    policy = _policy(algo, options, style)
+    policy = _policy(algo, options, k)
     precision = api.engine_precision(config)
+    rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, decode, block_q, block_k)
     n_q = queries if decode else seq_len
     tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
     t = Tiling(*tiling_args, heads, kv_heads)
-    group = heads // kv_heads if decode and queries == 1 else 1  # query heads packed into one tile
+    packs = decode and queries == 1 and k.decode is not None and k.decode.pack_gqa
+    group = heads // kv_heads if packs else 1  # query heads packed into one tile
     unit_args = (group, seq_len, head_dim, group, block_k, causal and group == 1) if group > 1 else tiling_args
     trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, seed, workload,
                                    decode, queries, api, group, options.lam)
     tu = Tiling(*unit_args, heads // group, kv_heads)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative)
-    res = simulate_chip(trace, config, style, geo, _shape(tu, precision), dispatch, schedule)
+    res = simulate_chip(trace, config, k, rule, geo, _shape(tu, precision), dispatch, schedule)
     numerics, used = _numerics(config, algo, options, numerics_heads, heads, kv_heads, tiling_args, seed,
-                               workload, decode, queries, api)
+                               workload, decode, queries, api, policy)
     if trace_out is not None:
         from vfasim.report.chip_perfetto import chip_trace
         from vfasim.report.perfetto import write_chrome_trace
 
         write_chrome_trace(trace_out, chip_trace(res, config))
-    return _fields(config, algo, res, trace, policy, style.name, dispatch, numerics, used, geo, t, seed,
+    return _fields(config, algo, res, trace, policy, k, dispatch, numerics, used, geo, t, seed,
                    workload if not representative else "timing-only")
 
 
@@ -96,10 +101,38 @@ def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics
         raise VfasimError("--qkv is not supported on a chip (give the shape; the workload is generated)")
 
 
-def _policy(algo: str, options: Options, style: KernelStyle) -> Policy:
+def kernel_tiles(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: bool, decode: bool,
+                 block_q: int | None, block_k: int | None) -> tuple[TileRule, int, int]:
+    """(tile rule, a stream's block_q, block_k): the kernel's own tile unless a block is given.
+
+    A one-line error when the kernel does not target the chip or has no tile for the run.
+    """
+    if not kernel.runs_on(config.name, builtin_names()):
+        raise VfasimError(f"kernel {kernel.name} targets {', '.join(kernel.targets)}, not {config.name} "
+                          "(copy its YAML file and add the chip to 'targets' to try it there)")
+    try:
+        rule = kernel.tile(head_dim, format_class(config.precision.matmul), causal, decode)
+    except ValueError as exc:
+        raise VfasimError(str(exc)) from None
+    rows = rule.block_q // kernel.streams_per_cta(rule)
+    return rule, rows if block_q is None else block_q, rule.block_k if block_k is None else block_k
+
+
+def format_class(matmul: str) -> Literal["16bit", "8bit", "4bit"]:
+    """The tile tables' class of a matmul format: 16bit (fp16, bf16), 8bit (fp8) or 4bit (fp4)."""
+    if matmul.startswith("float8"):
+        return "8bit"
+    return "4bit" if matmul.startswith("float4") else "16bit"
+
+
+def _policy(algo: str, options: Options, kernel: Kernel) -> Policy:
+    """The algorithm's policy with the kernel's exp emulation and rescale rule where the options leave them."""
     policy = policy_for(algo, **options.policy_options())
-    if style.exp_emulation and options.exp_emulation is None:
-        policy = dataclasses.replace(policy, exp_emulation=style.exp_emulation)
+    if kernel.exp_emulation and options.exp_emulation is None:
+        policy = dataclasses.replace(policy, exp_emulation=kernel.exp_emulation)
+    threshold = kernel.rescale_threshold_log2
+    if threshold is not None and options.rescale_threshold is None and policy.rescale_threshold is None:
+        policy = dataclasses.replace(policy, rescale_threshold=threshold * math.log(2))
     return policy
 
 
@@ -135,7 +168,8 @@ def _flops(t: Tiling) -> float:
 
 def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads: int, kv_heads: int,
               tiling_args: TilingArgs, seed: int, workload: str, decode: bool, queries: int,
-              api: ModuleType) -> tuple[dict, list[int]]:
+              api: ModuleType, policy: Policy) -> tuple[dict, list[int]]:
+    """Numerics of the first ``n`` heads (whole GQA groups) under the policy the chip run timed."""
     if n == 0:
         return {}, []
     group = heads // kv_heads
@@ -144,12 +178,12 @@ def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads
         tiling_args[5]
     prepared = api._prepare(config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k,
                             causal=causal, heads=n, kv_heads=n // group, seed=seed, workload=workload,
-                            decode=decode, queries=queries, options=options, references=True)
+                            decode=decode, queries=queries, options=options, references=True, policy=policy)
     numerics, _ = api._numerics(prepared.precision, prepared.policy, prepared.result, *prepared.references())
     return numerics, list(range(n))
 
 
-def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, policy: Policy, style: str,
+def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, policy: Policy, kernel: Kernel,
             dispatch: str, numerics: dict, used: list[int], geo: Geometry, t: Tiling, seed: int, workload: str) -> dict:
     us = res.latency_cycles / (config.clock_ghz * 1e3)
     pipes = {n: {"busy_cycles": int(b), "utilization": res.utilization[n]} for n, b in res.busy_cycles.items()}
@@ -169,19 +203,21 @@ def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, po
         "shape": {"batch": geo.batch, "seq_len": t.seq_len, "kv_len": t.kv_len, "head_dim": t.head_dim,
                   "heads": t.heads, "kv_heads": t.kv_heads, "block_q": t.block_q, "block_k": t.block_k,
                   "causal": t.causal, "decode": geo.decode},
-        "options": {"policy": asdict(policy), "kernel_style": style, "dispatch": dispatch},
-        "chip": chip_summary(res, config, style, dispatch, used),
+        "options": {"policy": asdict(policy), "kernel": kernel.name, "kernel_digest": kernel.digest(),
+                    "dispatch": dispatch},
+        "chip": chip_summary(res, config, kernel.name, dispatch, used),
     }
 
 
-def chip_summary(res: ChipResult, config: HardwareConfig, style: str, dispatch: str, used: list[int]) -> dict:
+def chip_summary(res: ChipResult, config: HardwareConfig, kernel: str, dispatch: str, used: list[int]) -> dict:
     seconds = res.latency_cycles / (config.clock_ghz * 1e9)
     units = int(res.launch.kind.size)
     cores = config.chip.cores if config.chip is not None else 1
     slots = cores * res.slots_per_core
     return {
-        "cores": cores, "streams_per_core": res.streams_per_core, "kernel_style": style,
-        "dispatch": dispatch, "units": units, "streams_per_unit": res.streams_per_core // res.slots_per_core, "splits": res.splits, "waves": -(-units // slots),
+        "cores": cores, "streams_per_core": res.streams_per_core, "kernel": kernel,
+        "dispatch": dispatch, "units": units, "streams_per_unit": res.streams_per_core // res.slots_per_core,
+        "splits": res.splits, "waves": -(-units // slots),
         "latency_cycles": res.latency_cycles, "latency_us": seconds * 1e6,
         "flops": res.flops, "tflops": res.flops / seconds / 1e12 if seconds else 0.0,
         "hbm_bytes": res.hbm_bytes, "l2_bytes": res.l2_bytes,

@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import NoReturn
 
 from vfasim import __version__, interrupt
-from vfasim.api import Options, run, sensitivity_table
+from vfasim.api import DEFAULT_BLOCK, Options, run, sensitivity_table
 from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import ALGORITHMS
 from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES
 from vfasim.functional.sampling import FULL_LIMIT, MODES
 from vfasim.hw import builtin_names, load_hw
+from vfasim.kernel import builtin_kernel_names, load_kernel
 from vfasim.outputs import check_folder_target
-from vfasim.report import format_hw, format_run, to_json
+from vfasim.report import format_hw, format_kernel, format_run, to_json
 from vfasim.sim import SCHEDULES
 from vfasim.workloads import WORKLOADS
 
@@ -75,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     hw_sub.add_parser("list", help="names of the built-in configs")
     show = hw_sub.add_parser("show", help="print one config (built-in name or YAML path)")
     show.add_argument("name")
+    kp = sub.add_parser("kernel", help="list or show kernel descriptions (kernels/*.yaml)")
+    k_sub = kp.add_subparsers(dest="kernel_command", required=True, parser_class=_Parser)
+    k_sub.add_parser("list", help="names of the built-in kernels")
+    k_show = k_sub.add_parser("show", help="print one kernel (built-in name or YAML path)")
+    k_show.add_argument("name")
     _name_commands_and_defaults(parser)
     return parser
 
@@ -96,8 +102,11 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--algo", default="vfa", help=f"one of {', '.join(ALGORITHMS)} (default vfa)")
     p.add_argument("--seq-len", type=int, default=4096)
     p.add_argument("--head-dim", type=int, default=128)
-    p.add_argument("--block-q", type=int, default=128)
-    p.add_argument("--block-k", type=int, default=128)
+    p.add_argument("--block-q", type=int, default=None,
+                   help="query rows of a tile (one tile stream's on a chip); default 128 on one core, the kernel's "
+                        "own on a chip")
+    p.add_argument("--block-k", type=int, default=None,
+                   help="keys of a tile; default 128 on one core, the kernel's own on a chip")
     p.add_argument("--causal", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
@@ -136,12 +145,15 @@ def _add_run(p: argparse.ArgumentParser) -> None:
 
 def _add_chip(p: argparse.ArgumentParser) -> None:
     from vfasim.chip.fluid import POLICIES
-    from vfasim.chip.styles import KERNEL_STYLES
+    from vfasim.kernel import builtin_kernel_names
 
     g = p.add_argument_group("chip (configs with a chip section, e.g. --hw H100-SXM)")
     g.add_argument("--batch", type=int, default=1, help="batch elements (on one core: more heads)")
-    g.add_argument("--kernel-style", default=None, help=f"one of {', '.join(KERNEL_STYLES)} (default fa2)")
-    g.add_argument("--dispatch", default="waves", help=f"work distribution: one of {', '.join(POLICIES)}")
+    g.add_argument("--kernel", default=None, metavar="NAME|FILE",
+                   help=f"the kernel run: {', '.join(builtin_kernel_names())} or a kernel YAML file (default fa2)")
+    g.add_argument("--kernel-style", default=None, help="former name of --kernel (fa2, fa3, fa4), kept for a release")
+    g.add_argument("--dispatch", default=None,
+                   help=f"work distribution, one of {', '.join(POLICIES)} (default: the kernel's)")
     g.add_argument("--numerics-heads", type=int, default=0,
                    help="check numerics on the first N heads (whole GQA groups); default none on a chip")
 
@@ -153,7 +165,10 @@ def _add_validate(sub: argparse._SubParsersAction[_Parser]) -> None:
     p.add_argument("--out", default=None, help="folder for the predicted-vs-measured scatter (PNG + SVG)")
     p.add_argument("--json", action="store_true", help="print the JSON document instead of the report")
     p.add_argument("--fit", action="store_true",
-                   help="fit each chip's kernel-style tuning on the fit rows and print it as config YAML")
+                   help="fit each chip's per-kernel tuning on the fit rows and print it as config YAML")
+    p.add_argument("--kernel", action="append", default=[], metavar="NAME|FILE",
+                   help="predict the table kernels this description claims (its measured_as) with it instead of "
+                        "the shipped one; repeatable")
     p.add_argument("--jobs", type=int, default=None, help="processes (default: CPU count)")
 
 
@@ -166,13 +181,20 @@ def _validate(args: argparse.Namespace) -> str:
 
     if args.rows is not None and args.rows < 1:
         raise VfasimError(f"--rows must be >= 1, got {args.rows}")
+    kernels = tuple(load_kernel(k) for k in args.kernel)
+    for k in kernels:
+        if not k.measured_as:
+            raise VfasimError(f"kernel {k.name} claims no table kernel (its measured_as is empty): "
+                              "nothing to validate it on")
     jobs = args.jobs or os.cpu_count() or 1
     if args.fit:
+        if kernels:
+            raise VfasimError("--fit fits the shipped kernels' tuning; give --kernel without --fit")
         fitted = fit_all([r for r in subset(load_rows(), args.rows) if modelled(r)], jobs)
         return "\n".join(f"# {f.chip} ({f.rows} fit rows, MAPE {100 * f.mape_fit:.1f}%"
                          f"{', at bound: ' + ', '.join(f.at_bound) if f.at_bound else ''})\n{f.yaml()}"
                          for f in fitted)
-    v = run_validation(args.rows, jobs)
+    v = run_validation(args.rows, jobs, kernels)
     doc = to_doc(v.groups, v.not_modelled, v.ratios, FIT_SEQ_LENS, v.tuning, v.chips_without_rows)
     paths = write_scatter(v.groups, Path(args.out)) if args.out else []
     if args.json:
@@ -245,6 +267,9 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
         return _validate(args), 0
     if args.command == "hw":
         return ("\n".join(builtin_names()) if args.hw_command == "list" else format_hw(load_hw(args.name))), 0
+    if args.command == "kernel":
+        return ("\n".join(builtin_kernel_names()) if args.kernel_command == "list"
+                else format_kernel(load_kernel(args.name))), 0
     options = Options(**{name: getattr(args, name) for name in Options.__dataclass_fields__})
     shape = dict(seq_len=args.seq_len, head_dim=args.head_dim, block_q=args.block_q, block_k=args.block_k,
                  causal=args.causal, heads=args.heads, kv_heads=args.kv_heads, seed=args.seed,
@@ -253,11 +278,13 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
         from vfasim.sensitivity import format_sensitivity
 
         frame = sensitivity_table(args.hw, args.algo, schedule=args.schedule, factors=tuple(args.factors),
-                                  options=options, **shape)
+                                  options=options, **{**shape, "block_q": args.block_q or DEFAULT_BLOCK,
+                                                      "block_k": args.block_k or DEFAULT_BLOCK})
         return (frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)), 0
     progress = not args.quiet and sys.stderr.isatty()
     result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
-                 progress=progress, batch=args.batch, kernel_style=args.kernel_style, dispatch=args.dispatch,
+                 progress=progress, batch=args.batch, kernel=args.kernel, kernel_style=args.kernel_style,
+                 dispatch=args.dispatch,
                  numerics_heads=args.numerics_heads, numerics=args.numerics, matmul_format=args.matmul_format,
                  **shape)
     doc = result.to_dict()

@@ -89,12 +89,13 @@ def optional(rule: Callable) -> Callable:
 
 
 RULES: dict[str, Callable[[str, object], object]] = {
-    "seq_len": integer, "head_dim": integer, "block_q": integer, "block_k": integer, "heads": integer,
+    "seq_len": integer, "head_dim": integer, "block_q": optional(integer), "block_k": optional(integer),
+    "heads": integer,
     "kv_heads": optional(integer), "queries": integer, "seed": lambda n, v: integer(n, v, 0),
     "causal": flag, "decode": flag, "progress": flag, "algo": text, "workload": text, "schedule": text,
     "qkv": optional(path), "trace_out": optional(path),
     "batch": integer, "numerics_heads": lambda n, v: integer(n, v, 0), "kernel_style": optional(text),
-    "dispatch": text,
+    "kernel": optional(lambda n, v: v if _is_kernel(v) else str(path(n, v))), "dispatch": optional(text),
 }
 OPTION_RULES: dict[str, Callable[[str, object], object]] = {
     "lam": lambda n, v: number(n, v, 0.0, 1.0), "topk": lambda n, v: integer(n, v, 0),
@@ -161,6 +162,12 @@ def normalised_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
 def check_keywords(values: Mapping[str, Any]) -> None:
     """``run``'s keywords checked as a call would check them, without running (a sweep's points)."""
     check_combination(normalised_keywords(values))
+
+
+def _is_kernel(value: object) -> bool:
+    from vfasim.kernel import Kernel
+
+    return isinstance(value, Kernel)
 
 
 def _is_options(value: object) -> bool:
@@ -240,10 +247,13 @@ def run_defaults() -> dict[str, Any]:
     return {k: p.default for k, p in inspect.signature(run).parameters.items() if p.default is not p.empty}
 
 
+ESTIMATE_BLOCK = 128  # the blocks a run's estimate assumes where none are given (a kernel's own are close)
+
 def check_plan(values: Mapping[str, Any]) -> float:
     """Refuse a generated workload whose memory estimate exceeds what is available; warn if long
     (unless a progress bar shows); return the time estimate in seconds."""
     g = {**run_defaults(), **values}
+    g["block_q"], g["block_k"] = g["block_q"] or ESTIMATE_BLOCK, g["block_k"] or ESTIMATE_BLOCK
     rows = g["queries"] if g["decode"] else g["seq_len"]
     check_blocks(SimpleNamespace(block_q=min(g["block_q"], rows) if g["decode"] else g["block_q"], seq_len=rows,
                                  block_k=g["block_k"], kv_len=g["seq_len"]))

@@ -273,7 +273,7 @@ def run_group(hw_docs: list[dict], algo: str, run_kwargs: list[dict]) -> list[di
 
 
 #: run keywords of chip launches, which ``run_configs`` does not take
-CHIP_KEYWORDS = {"batch", "kernel_style", "dispatch", "numerics_heads"}
+CHIP_KEYWORDS = {"batch", "kernel", "kernel_style", "dispatch", "numerics_heads"}
 
 
 def group_key(point: Point) -> str:

@@ -1,19 +1,19 @@
 """``vfasim validate``: the chip model against the published measurements shipped in ``validation/``.
 
-Every row of every table is mapped to a built-in chip config (``CHIPS``) and a
-kernel style (``KERNELS``), run through the chip model in timing-only mode (the
+Every row of every table is mapped to a built-in chip config (``CHIPS``) and the
+kernel description that claims its kernel (``measured_as`` in ``kernels/*.yaml``), run through the chip model in timing-only mode (the
 ``fa2`` algorithm's trace does not depend on the data, so no numerics are
-computed) and compared with its measurement. Rows of kernels the model has no
-style for (cuDNN, Triton, vendor operators) are counted as "not modelled".
+computed) and compared with its measurement. Rows of kernels no description
+claims (cuDNN, vendor operators) are counted as "not modelled".
 
 Rules (printed with every report):
 - The error of a row is (predicted − measured) / measured of the table's own
   quantity: forward TFLOP/s (FLOPs counted as the table counts them) or latency.
   MAPE is the mean absolute error of a group; a row the model cannot run is an
   error of the run, never skipped.
-- Tile shapes are the kernels' own choices (``TILES``, read from their sources);
+- Tile shapes, dispatch and decode path are the kernels' own (their YAML files, read from their sources);
   no parameter depends on a row except through the model.
-- Fitting (``fit``) tunes a chip's kernel-style parameters (``StyleTuning``) on
+- Fitting (``fit``) tunes a chip's per-kernel parameters (``KernelTuning``) on
   the rows whose sequence length is in ``FIT_SEQ_LENS``; every other row is held
   out. Rows of tables the validation README flags as unverified transcriptions
   (``UNVERIFIED_TABLES``) are held out always. The fitted values live in the
@@ -31,41 +31,27 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 from vfasim.hw import HardwareConfig, load_hw
+from vfasim.kernel import Kernel, kernels_measured_as, load_kernel
 
 #: table chip name -> built-in config
 CHIPS = {"H100-SXM5-80GB": "H100-SXM", "H100": "H100-SXM", "H200": "H200", "B200": "B200",
          "Ascend-910B2": "Ascend-910B"}
-#: table kernel name -> kernel style. The PTO kernels on Ascend run the cube/vector stages as a
-#: software pipeline with a score tile in flight, as the fa3 style's streams do (an approximation).
-KERNELS = {"fa2": "fa2", "fa3": "fa3", "pto_manual_fa": "fa3", "pto_jit_flash": "fa3"}
 #: table dtype -> matmul format
 FORMATS = {"fp16": "fp16", "16bit": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8_e4m3"}
 #: tables whose values are transcriptions the README asks not to fit on
 UNVERIFIED_TABLES = frozenset({"h100_fa3_fp8_forward.csv"})
 #: the declared fit rows: sequence lengths (every other length is held out)
 FIT_SEQ_LENS = (1024, 8192)
-#: dispatch: GPUs hand each thread block to whichever SM frees (greedy, in launch order); the PTO
-#: kernels on Ascend give each AI core a fixed stride of tiles (waves)
-DISPATCH = {"Ascend-910B": "waves"}
-DECODE_BLOCK_K = 128  # assumed, because FA3's split-KV decode tiles are not in the shipped facts
-CHIP_STYLES = ("fa2", "fa3")  # styles whose tuning `fit` sets, per chip
+CHIP_KERNELS = ("fa2", "fa3", "ascend-pto")  # kernels whose per-chip tuning `fit` sets
 
 
-def tile_shape(chip: str, style: str, head_dim: int) -> tuple[int, int]:
-    """(block_q, block_k) of a kernel, from its source; the fa3 style's block_q is one warp group's rows.
-
-    FA2 (flash_fwd_launch_template.h, non-dropout, Hopper): hd64 128x128, hd128 128x64, hd256 64x64.
-    FA3 (hopper/tile_size.h) uses 128-row tiles of two 64-row consumer warp groups, kBlockN 176 (hd128),
-    192 (hd64), 80 (hd256). The model keeps two fp32 score tiles and a separate P tile per stream in
-    registers (FA3 aliases P into S), so at hd <= 128 only kBlockN = 128 fits its register budget: that
-    is used, a known deviation. PTO FA on Ascend (pto-isa fa_cost_model.py): 128 x 256 tiles, run here as
-    two 64-row streams (its two vector cores take half the rows each).
-    """
-    if chip == "Ascend-910B":
-        return 64, 256
-    if style == "fa2":
-        return {64: (128, 128), 128: (128, 64)}.get(head_dim, (64, 64))
-    return (64, 128) if head_dim <= 128 else (64, 80)
+def kernel_for(row_kernel: str, overrides: tuple[Kernel, ...] = ()) -> Kernel | None:
+    """The kernel description that predicts a table's kernel: an override that claims it, else a shipped one."""
+    for k in overrides:
+        if row_kernel in k.measured_as:
+            return k
+    name = kernels_measured_as().get(row_kernel)
+    return load_kernel(name) if name is not None else None
 
 
 @dataclass(frozen=True)
@@ -124,8 +110,8 @@ def why_not(row: Row) -> str:
     """Why the model does not run a row ('' when it does)."""
     if row.chip not in CHIPS:
         return "no built-in chip"
-    if row.kernel not in KERNELS:
-        return "no kernel style"
+    if kernel_for(row.kernel) is None:
+        return "no kernel description"
     if row.dtype not in FORMATS:
         return "unknown format"
     return "" if row.decode or row.seq_len_q == row.seq_len else "prefill with fewer queries than keys"
@@ -153,21 +139,21 @@ class Prediction:
         return (self.predicted - self.row.value) / self.row.value
 
 
-def predict(row: Row, config: HardwareConfig | None = None) -> Prediction:
-    """The model's figure for one row (timing only), on ``config`` or the row's built-in chip."""
+def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None) -> Prediction:
+    """The model's figure for one row (timing only), on ``config`` or the row's built-in chip, as ``kernel``
+    or the shipped kernel that claims the row. Tiles, dispatch and decode path are the kernel's own."""
     from vfasim.api import run
 
     hw = config or load_hw(CHIPS[row.chip])
     if row.clock_mhz is not None:
         hw = hw.model_copy(update={"clock_ghz": row.clock_mhz / 1e3})
-    style = KERNELS[row.kernel]
-    bq, bk = tile_shape(hw.name, style, row.head_dim)
-    if row.decode:
-        bk = DECODE_BLOCK_K
-    res = run(hw, "fa2", seq_len=row.seq_len, head_dim=row.head_dim, block_q=bq, block_k=bk, causal=row.causal,
+    k = kernel or kernel_for(row.kernel)
+    if k is None:
+        raise VfasimError(f"no kernel description predicts {row.kernel} rows")
+    res = run(hw, "fa2", seq_len=row.seq_len, head_dim=row.head_dim, causal=row.causal,
               heads=row.heads, kv_heads=row.kv_heads, batch=row.batch, decode=row.decode,
-              queries=row.seq_len_q if row.decode else 1, kernel_style=style,
-              matmul_format=FORMATS[row.dtype], numerics_heads=0, dispatch=DISPATCH.get(hw.name, "greedy"))
+              queries=row.seq_len_q if row.decode else 1, kernel=k,
+              matmul_format=FORMATS[row.dtype], numerics_heads=0)
     seconds = res.latency_cycles / (hw.clock_ghz * 1e9)
     value = row.flops / seconds / 1e12 if row.metric == "tflops" else seconds * 1e6
     chip: dict = res.chip
@@ -175,12 +161,16 @@ def predict(row: Row, config: HardwareConfig | None = None) -> Prediction:
     return Prediction(row, value, str(chip["bound"]), util, int(chip["waves"]))
 
 
-def predict_all(rows: list[Row], configs: dict[str, HardwareConfig] | None = None, jobs: int = 1) -> list[Prediction]:
-    """Predictions in row order; ``jobs`` > 1 spreads rows over processes (same results)."""
+def predict_all(rows: list[Row], configs: dict[str, HardwareConfig] | None = None, jobs: int = 1,
+                kernels: tuple[Kernel, ...] = ()) -> list[Prediction]:
+    """Predictions in row order; ``jobs`` > 1 spreads rows over processes (same results).
+
+    ``kernels`` replace the shipped descriptions for the table kernels they claim (``measured_as``).
+    """
     configs = configs or {}
-    args = [(r, configs.get(CHIPS[r.chip])) for r in rows]
+    args = [(r, configs.get(CHIPS[r.chip]), kernel_for(r.kernel, kernels)) for r in rows]
     if jobs <= 1 or len(rows) < 2:
-        return [predict(r, c) for r, c in args]
+        return [predict(r, c, k) for r, c, k in args]
     with ProcessPoolExecutor(jobs) as pool:
         return list(pool.map(_predict_star, args, chunksize=max(1, len(args) // (4 * jobs))))
 
@@ -203,16 +193,16 @@ def subset(rows: list[Row], per_group: int | None) -> list[Row]:
     return [r for r in rows if id(r) in keep]
 
 
-def with_tuning(config: HardwareConfig, style: str, **fields: float) -> HardwareConfig:
-    """``config`` with kernel style ``style``'s tuning fields replaced."""
-    from vfasim.hw.chip import StyleTuning
+def with_tuning(config: HardwareConfig, kernel: str, **fields: float) -> HardwareConfig:
+    """``config`` with kernel ``kernel``'s tuning fields replaced."""
+    from vfasim.hw.chip import KernelTuning
 
     chip = config.chip
     if chip is None:
         raise VfasimError(f"{config.name} has no chip section")
-    old = chip.kernel_styles.get(style, StyleTuning())
-    styles = {**chip.kernel_styles, style: StyleTuning(**{**old.model_dump(), **fields})}
-    return config.model_copy(update={"chip": chip.model_copy(update={"kernel_styles": styles})})
+    old = chip.kernel_tuning.get(kernel, KernelTuning())
+    tuning = {**chip.kernel_tuning, kernel: KernelTuning(**{**old.model_dump(), **fields})}
+    return config.model_copy(update={"chip": chip.model_copy(update={"kernel_tuning": tuning})})
 
 
 def chip_name(row: Row) -> str:

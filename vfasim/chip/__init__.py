@@ -1,1 +1,1 @@
-"""A chip of identical cores: kernel styles and occupancy, work units, L2 reuse, the event loop over units."""
+"""A chip of identical cores: kernel occupancy, work units, L2 reuse, the event loop over units."""

@@ -33,7 +33,7 @@ import numpy as np
 
 from vfasim.chip.fluid import BOUNDS, LaunchTimes, Ports, run_launch
 from vfasim.chip.memory import UnitMemory
-from vfasim.chip.styles import KernelStyle, TileShape, occupancy
+from vfasim.chip.occupancy import TileShape, occupancy
 from vfasim.chip.units import (
     Launch,
     UnitTimer,
@@ -43,8 +43,9 @@ from vfasim.chip.units import (
     split_count,
 )
 from vfasim.errors import VfasimError
-from vfasim.hw.chip import ChipSpec, CoreLimits, StyleTuning
+from vfasim.hw.chip import ChipSpec, CoreLimits, KernelTuning
 from vfasim.hw.config import FUSED, HardwareConfig
+from vfasim.kernel import Kernel, TileRule
 from vfasim.sim import op_cycles
 from vfasim.trace import KIND_NAMES, Trace
 
@@ -86,7 +87,7 @@ class ChipResult:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What a launch runs on: the core as the style sets it, the chip, occupancy, ports."""
+    """What a launch runs on: the core as the kernel sets it, the chip, occupancy, ports."""
 
     core: HardwareConfig
     chip: ChipSpec
@@ -94,27 +95,30 @@ class _Plan:
     slots: int  # units per core at once
     splits: int
     ports: Ports
-    overhead: int = 0  # the style's fixed cycles per unit
+    overhead: int = 0  # the kernel's fixed cycles per unit on this chip
 
 
-def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geometry, shape: TileShape,
-                  policy: str = "waves", schedule: str = "pipelined") -> ChipResult:
+def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRule, geo: Geometry,
+                  shape: TileShape, policy: str = "waves", schedule: str = "pipelined") -> ChipResult:
     chip = hw.chip
     if chip is None:
         raise VfasimError(f"hw config {hw.name} has no chip section")
     if geo.decode and not chip.has_memory:
         raise VfasimError(f"hw config {hw.name}: decode on a chip needs memory figures (chip.hbm, chip.l2)")
     op_cycles(trace, hw)  # prices every op by its own dtype: refuses one the config has no rate for
-    streams = occupancy(style, shape, chip.core_limits)
-    group = style.group_streams if geo.n_qblocks > 1 else 1
+    streams = occupancy(kernel, rule, shape, chip.core_limits)
+    group = kernel.streams_per_cta(rule) if geo.n_qblocks > 1 else 1
     rows, kv_key, label = _units(geo, group)
     slots = streams // group
-    splits = split_count(geo.decode, rows.shape[0], chip.cores * slots, geo.n_kblocks)
-    tuning = chip.kernel_styles.get(style.name, StyleTuning())
-    core = tuned_core(replace_buffers(hw, style.score_buffers), tuning)
+    split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
+    splits = split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
+    tuning = chip.kernel_tuning.get(kernel.name, KernelTuning())
+    core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning)
     plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.unit_overhead_cycles)
     launch = build_launch(trace, rows, kv_key, label, splits)
-    timer = UnitTimer(trace, timing_core(plan.core, style, streams, shape, chip.core_limits), style.score_buffers,
+    operand_warps = (rule.warps or kernel.warps) if kernel.operands_from_shared else 0
+    core_k = timing_core(plan.core, kernel.mma == "per_stream", operand_warps, streams, shape, chip.core_limits)
+    timer = UnitTimer(trace, core_k, kernel.score_buffers,
                       launch.kinds, schedule)
     times = _main_launch(launch, timer, plan, policy, geo)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)))
@@ -122,8 +126,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, style: KernelStyle, geo: Geo
     return _totals(trace, plan, launch, times, combine, int(np.ceil(end - 1e-9)), geo.flops)
 
 
-def tuned_core(hw: HardwareConfig, tuning: StyleTuning) -> HardwareConfig:
-    """The core as a kernel style sees it: tensor pipelines at the style's efficiency."""
+def tuned_core(hw: HardwareConfig, tuning: KernelTuning) -> HardwareConfig:
+    """The core as a kernel sees it: tensor pipelines at the kernel's efficiency on this chip."""
     if tuning.tensor_efficiency == 1.0:
         return hw
     pipes = {name: p.model_copy(update={"throughput": {d: r * tuning.tensor_efficiency
@@ -132,29 +136,29 @@ def tuned_core(hw: HardwareConfig, tuning: StyleTuning) -> HardwareConfig:
     return hw.model_copy(update={"pipelines": pipes})
 
 
-def timing_core(core: HardwareConfig, style: KernelStyle, streams: int, shape: TileShape,
+def timing_core(core: HardwareConfig, mma_per_stream: bool, operand_warps: int, streams: int, shape: TileShape,
                 limits: CoreLimits) -> HardwareConfig:
-    """The core as the unit timer runs ``streams`` of ``style`` on it (busy cycles stay on ``core``).
+    """The core as the unit timer runs ``streams`` of a kernel on it (busy cycles stay on ``core``).
 
     ``mma_per_stream``: each tensor pipe becomes ``streams`` units dealt by row (the
     interleaved unit trace has one row per stream), each at 1/streams of the pipe's rate.
     ``operand_warps`` > 0 with a shared-memory read rate: the QK and PV matmuls also take
-    the time of their operand reads (``chip.styles``), as a work factor on their pipe.
+    the time of their operand reads, as a work factor on their pipe.
     """
-    if not style.mma_per_stream:
+    if not mma_per_stream:
         return core
     pipes = dict(core.pipelines)
     for name, p in core.pipelines.items():
         if p.role != "tensor":
             continue
         if p.shares_issue_with or any(q.shares_issue_with == name for q in core.pipelines.values()):
-            raise VfasimError(f"kernel style {style.name} gives each stream its own queue on {core.name}'s "
+            raise VfasimError(f"a per-stream mma kernel gives each stream its own queue on {core.name}'s "
                               f"tensor pipe {name!r}, which shares an issue stream")
         pipes[name] = p.model_copy(update={"units": streams, "units_by": "row", "throughput": {
             d: r * p.units / streams for d, r in p.throughput.items()}})
     factors = dict(core.work_factor)
-    if style.operand_warps and limits.shared_read_bytes_per_cycle is not None:
-        w, bq, bk = style.operand_warps, shape.block_q, shape.block_k
+    if operand_warps and limits.shared_read_bytes_per_cycle is not None:
+        w, bq, bk = operand_warps, shape.block_q, shape.block_k
         per_mac = {"qk_matmul": shape.q_bytes / bk + w * shape.kv_bytes / bq, "pv_matmul": w * shape.kv_bytes / bq}
         for kind, bytes_per_mac in per_mac.items():
             if core.op_map[kind] == FUSED:

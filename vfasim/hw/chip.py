@@ -13,7 +13,7 @@ Assumptions:
 - A chip without ``l2`` and ``hbm`` has no shared memory limits: its cores are
   independent and loads cost only what the core's own data mover charges.
 - A kernel style runs the core's ops at their configured rates, except that
-  ``kernel_styles.<style>.tensor_efficiency`` scales the tensor pipelines and
+  ``kernel_tuning.<style>.tensor_efficiency`` scales the tensor pipelines and
   ``unit_overhead_cycles`` adds a fixed exposed cost to every work unit; a style
   whose warps read their matmul operands from shared memory (``fa2``) also pays
   those reads at ``core_limits.shared_read_bytes_per_cycle`` (``chip.styles``).
@@ -54,7 +54,7 @@ class CoreLimits(_Strict):
                     "read their matmul operands from shared memory (fa2) pays for them; absent: no such reads")
 
 
-class StyleTuning(_Strict):
+class KernelTuning(_Strict):
     """What a kernel style reaches on this chip beyond the modelled ops (fitted or sourced per chip)."""
 
     tensor_efficiency: float = Field(default=1.0, gt=0, le=1, description="Fraction of the tensor pipeline's "
@@ -68,7 +68,7 @@ class ChipSpec(_Strict):
     l2: L2Spec | None = Field(default=None, description="Shared L2 (needs hbm behind it)")
     hbm: MemorySpec | None = Field(default=None, description="Off-chip memory shared by all cores")
     core_limits: CoreLimits = Field(description="What fits on one core")
-    kernel_styles: dict[str, StyleTuning] = Field(
+    kernel_tuning: dict[str, KernelTuning] = Field(
         default_factory=dict, description="Kernel style name -> its tuning on this chip (absent: peak, no overhead)")
 
     @model_validator(mode="after")

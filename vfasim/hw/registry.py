@@ -1,7 +1,8 @@
 """Finding and loading hardware configs: built-in names or YAML paths, parsed safely.
 
 A config may start from another with ``base: NAME`` and override fields; the
-override is a deep merge (mappings merge, everything else replaces).
+override is a deep merge (mappings merge, a null removes an inherited mapping,
+everything else replaces).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def builtin_names() -> list[str]:
 def _builtin_files() -> dict[str, Any]:
     root = resources.files("vfasim").joinpath("hw_configs")
     files = [f for f in root.iterdir() if f.name.endswith(".yaml")]
-    return {_read_yaml(f.read_text(), f.name).get("name", f.name[:-5]): f for f in files}
+    return {read_yaml(f.read_text(), f.name).get("name", f.name[:-5]): f for f in files}
 
 
 def load_hw(name_or_path: str | Path) -> HardwareConfig:
@@ -48,7 +49,7 @@ def _raw(name_or_path: str, chain: tuple[str, ...], folder: Path | None = None) 
         raise VfasimError(f"hw config {origin}: 'base' chain is a cycle ({cycle})")
     if len(chain) > MAX_BASE_DEPTH:
         raise VfasimError(f"hw config {name_or_path}: 'base' chain deeper than {MAX_BASE_DEPTH}")
-    raw = _read_yaml(text, origin)
+    raw = read_yaml(text, origin)
     base = raw.pop("base", None)
     if base is None:
         return raw, origin
@@ -80,23 +81,26 @@ def _source(name_or_path: str, folder: Path | None = None) -> tuple[str, str, st
                       "or give a path to a .yaml file)")
 
 
-def _read_yaml(text: str, origin: str) -> dict:
+def read_yaml(text: str, origin: str, what: str = "hw config") -> dict:
+    """A YAML mapping parsed safely; a one-line error naming ``what`` and ``origin`` otherwise."""
     try:
         raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where else ""
-        raise VfasimError(f"hw config {origin}: not valid YAML{line}") from None
+        raise VfasimError(f"{what} {origin}: not valid YAML{line}") from None
     if not isinstance(raw, dict):
-        raise VfasimError(f"hw config {origin}: expected a mapping at the top level")
+        raise VfasimError(f"{what} {origin}: expected a mapping at the top level")
     return raw
 
 
 def deep_merge(base: dict, over: dict) -> dict:
-    """``over`` on top of ``base``: mappings merge, everything else replaces."""
+    """``over`` on top of ``base``: mappings merge, null removes an inherited key, everything else replaces."""
     out = dict(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if value is None and isinstance(out.get(key), dict):
+            del out[key]
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = deep_merge(out[key], value)
         else:
             out[key] = value

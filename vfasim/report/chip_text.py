@@ -6,7 +6,7 @@ from __future__ import annotations
 def format_chip_run(doc: dict) -> str:
     shape, chip, num = doc["shape"], doc["chip"], doc["numerics"]
     lines = [
-        f"{doc['algo']} on {doc['hw']} ({chip['cores']} cores) | {chip['kernel_style']} style, "
+        f"{doc['algo']} on {doc['hw']} ({chip['cores']} cores) | kernel {chip['kernel']}, "
         f"{chip['dispatch']} dispatch | batch {shape['batch']} heads {shape['heads']}/{shape['kv_heads']} "
         f"seq {shape['seq_len']} kv {shape['kv_len']} d {shape['head_dim']} "
         f"blocks {shape['block_q']}x{shape['block_k']} {'causal' if shape['causal'] else 'non-causal'}"

@@ -9,6 +9,7 @@ import yaml
 
 from vfasim.functional.checks import CAUSES
 from vfasim.hw.config import HardwareConfig
+from vfasim.kernel import Kernel
 
 
 def to_json(doc: dict) -> str:
@@ -100,3 +101,8 @@ def _checked_lines(num: dict) -> list[str]:
 def format_hw(config: HardwareConfig) -> str:
     """``vfasim hw show``: the validated config as YAML."""
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+def format_kernel(kernel: Kernel) -> str:
+    """``vfasim kernel show``: the validated kernel description as YAML."""
+    return yaml.safe_dump(kernel.model_dump(mode="json"), sort_keys=False)

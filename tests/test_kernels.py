@@ -1,0 +1,122 @@
+"""Kernels as data: the shipped descriptions load, fit every chip they target, and a changed field shows."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+import vfasim
+from vfasim.cli import main
+from vfasim.errors import VfasimError
+from vfasim.hw import builtin_names, load_hw
+from vfasim.kernel import builtin_kernel_names, load_kernel
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+SHIPPED = ("ascend-pto", "fa2", "fa3", "fa4", "splitkv-decode", "triton")
+
+
+def test_the_shipped_kernels_are_listed():
+    assert builtin_kernel_names() == sorted(SHIPPED)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_number_in_a_kernel_file_says_where_it_comes_from(name):
+    for line in (KERNELS / f"{name}.yaml").read_text().splitlines():
+        bare, _, comment = line.partition("#")
+        value = re.fullmatch(r"\s*([a-z_]+):\s*(-?[0-9.]+)\s*", bare)
+        if value:
+            assert re.match(r"\s*(source|assumed, because)", comment), f"{name}.yaml, no source: {line.strip()}"
+        if "{" in bare:
+            assert "source:" in bare, f"{name}.yaml: a tile rule without its source: {line.strip()}"
+
+
+def targets(name: str) -> list[str]:
+    k = load_kernel(name)
+    return [c for c in builtin_names() if load_hw(c).chip is not None and k.runs_on(c, builtin_names()) and
+            ("*" not in k.targets or c in ("H100-SXM", "B200"))]
+
+
+@pytest.mark.parametrize("name, chip, head_dim, causal",
+                         [(n, c, d, causal) for n in SHIPPED for c in targets(n)
+                          for d in (64, 128, 256) if d <= max(r.head_dim_max for r in load_kernel(n).tiles)
+                          for causal in (False, True)])
+def test_every_kernel_runs_with_its_own_tiles_on_every_chip_it_targets(name, chip, head_dim, causal):
+    r = vfasim.run(chip, "fa2", kernel=name, seq_len=512, head_dim=head_dim, heads=2, causal=causal)
+    k = load_kernel(name)
+    rule = k.tile(head_dim, "16bit", causal)
+    assert r.shape["block_k"] == rule.block_k and r.shape["block_q"] == rule.block_q // k.streams_per_cta(rule)
+    assert r.options["kernel"] == name and r.latency_cycles > 0
+
+
+@pytest.mark.parametrize("name", [n for n in SHIPPED if load_kernel(n).decode is not None])
+def test_kernels_with_a_decode_path_run_decode(name):
+    chip = targets(name)[0]
+    r = vfasim.run(chip, "fa2", kernel=name, seq_len=4096, heads=8, kv_heads=2, batch=2, decode=True)
+    assert r.chip["splits"] > 1 and r.shape["block_k"] == load_kernel(name).tile(128, "16bit", False, True).block_k
+
+
+def test_a_kernel_without_a_decode_path_refuses_decode(capsys):
+    assert main(["run", "--hw", "B200", "--algo", "fa2", "--kernel", "fa4", "--decode", "--seq-len", "1024"]) == 2
+    assert "kernel fa4 has no decode path" in capsys.readouterr().err
+
+
+def test_fa3_at_head_dim_128_runs_with_its_default_blocks():
+    r = vfasim.run("H100-SXM", "fa2", kernel="fa3", seq_len=2048, heads=4, causal=False)
+    assert (r.shape["block_q"], r.shape["block_k"]) == (64, 176) and r.chip["streams_per_core"] == 2
+
+
+def test_a_copied_kernel_with_one_field_changed_changes_the_result(tmp_path):
+    doc = yaml.safe_load((KERNELS / "fa2.yaml").read_text())
+    doc["name"] = "fa2-deep"
+    doc["kv_stages"] = 2
+    doc["score_buffers"] = 2
+    path = tmp_path / "fa2-deep.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    shape = dict(seq_len=4096, heads=16, batch=2, causal=False)
+    base = vfasim.run("H100-SXM", "fa2", kernel="fa2", **shape)
+    deep = vfasim.run("H100-SXM", "fa2", kernel=path, **shape)
+    assert deep.options["kernel"] == "fa2-deep" and deep.latency_cycles != base.latency_cycles
+    assert deep.options["kernel_digest"] != base.options["kernel_digest"]
+
+
+def test_kernel_style_is_an_alias_of_kernel():
+    a = vfasim.run("H100-SXM", "fa2", kernel_style="fa3", seq_len=1024, heads=4)
+    b = vfasim.run("H100-SXM", "fa2", kernel="fa3", seq_len=1024, heads=4)
+    assert a.latency_cycles == b.latency_cycles and a.options == b.options
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.update(warps_per_cta=4), "warps_per_cta: unknown field"),
+    (lambda d: d["tiles"][0].update(block_q=-1), "tiles.0.block_q: Input should be greater than 0"),
+    (lambda d: d.update(stream_rows=96), "is not a multiple of stream_rows 96"),
+    (lambda d: d.update(causal_masking="everything"), "causal_masking: Input should be 'diagonal_blocks'"),
+    (lambda d: d.pop("source"), "source: Field required"),
+])
+def test_a_bad_kernel_file_is_one_line_naming_the_field(tmp_path, capsys, edit, message):
+    doc = yaml.safe_load((KERNELS / "fa3.yaml").read_text())
+    edit(doc)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(VfasimError, match=re.escape(message)):
+        load_kernel(path)
+    assert main(["run", "--hw", "H100-SXM", "--algo", "fa2", "--kernel", str(path), "--seq-len", "512"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: kernel ") and err.count("\n") == 1
+
+
+def test_kernel_list_and_show(capsys):
+    assert main(["kernel", "list"]) == 0
+    assert capsys.readouterr().out.split() == sorted(SHIPPED)
+    assert main(["kernel", "show", "fa3"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["name"] == "fa3" and shown["stream_rows"] == 64
+
+
+def test_chip_tuning_names_only_kernels_that_target_the_chip():
+    for chip in builtin_names():
+        cfg = load_hw(chip).chip
+        for name in (cfg.kernel_tuning if cfg is not None else {}):
+            assert load_kernel(name).runs_on(chip, builtin_names()), (chip, name)

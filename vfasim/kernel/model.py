@@ -1,0 +1,151 @@
+"""A kernel as data: the software choices of one attention kernel, apart from the chip it runs on.
+
+A ``Kernel`` says what a real kernel's source says: its tile per head dim,
+format and mask; how a thread block (CTA) splits that tile into *tile streams*
+(one query block's walk over its key blocks: a whole CTA in FA2, one consumer
+warp group in FA3); how deep each stream pipelines its score tiles and its K/V
+loads; where Q and P live; how its matmuls issue; its exp emulation and rescale
+rule; its decode (split-KV) path; and how its launch hands work to the cores.
+What a kernel *reaches* on one chip (its tensor efficiency, its fixed cost per
+work unit) is a property of the pair and lives in the chip config
+(``chip.kernel_tuning.<kernel name>``), fitted or sourced there.
+
+Assumptions:
+- A stream's live register tiles are ``score_buffers`` fp32 score tiles, one P
+  tile in the matmul format (none when P aliases the scores) and the fp32 O
+  accumulator, unless a tile rule declares the registers its source allots
+  (``registers_per_thread``, e.g. FA3's ``setmaxnreg`` figures); then that
+  figure times the stream's threads is what must fit, plus the CTA's other
+  warps (``producer_threads`` × ``producer_registers_per_thread``).
+- Causal masking: the model masks only the blocks the diagonal crosses and
+  skips the fully hidden ones (every shipped kernel's path); no other path is
+  modelled, so the field admits only that value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ACC_BYTES = 4  # fp32 scores and O accumulator
+MAX_TILE = 1024
+FormatClass = Literal["16bit", "8bit", "4bit"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TileRule(_Strict):
+    """One row of a kernel's tile table: the first rule that matches a run gives its tile."""
+
+    head_dim_max: int = Field(gt=0, le=1024, description="The rule applies to head dims up to this one")
+    formats: list[FormatClass] | None = Field(default=None, description="Matmul format classes it applies to "
+                                              "(16bit, 8bit, 4bit); absent: any")
+    causal: bool | None = Field(default=None, description="Applies only with (true) or without (false) a causal "
+                                "mask; absent: both")
+    block_q: int = Field(gt=0, le=MAX_TILE, description="Query rows of the CTA's tile")
+    block_k: int = Field(gt=0, le=MAX_TILE, description="Keys per key block")
+    warps: int | None = Field(default=None, gt=0, le=64, description="Warps per stream (absent: the kernel's)")
+    registers_per_thread: int | None = Field(
+        default=None, gt=0, le=255, description="Registers the source allots each thread of a stream (absent: "
+                                                "computed from the live tiles)")
+    producer_registers_per_thread: int | None = Field(
+        default=None, ge=0, le=255, description="Registers of each producer thread with this tile (absent: the "
+                                                "kernel's)")
+    source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
+
+
+class DecodeRule(_Strict):
+    """The kernel's decode path (few query rows against a long K/V)."""
+
+    tiles: list[TileRule] = Field(min_length=1, description="Decode tile table (block_q: query rows of a "
+                                  "tile, packed query heads included), first match wins")
+    split_kv: Literal["fill_slots", "none"] = Field(
+        description="fill_slots: split each row's K/V into enough chunks that every stream slot of the chip gets "
+                    "work, then a combine launch merges the partial results; none: no split")
+    pack_gqa: bool = Field(description="One query token: the query heads of a GQA group share one tile and read "
+                                       "their K/V once")
+    source: str = Field(min_length=1)
+
+
+class Kernel(_Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    source: str = Field(min_length=1, description="Repository, commit and file (or paper section) it is read from")
+    targets: list[str] = Field(min_length=1, description="Built-in chip names it runs on, or '*' for any; a "
+                               "config of one's own (not a built-in name) may run any kernel")
+    measured_as: list[str] = Field(default_factory=list, description="Kernel names of validation tables whose "
+                                   "rows this description predicts")
+    tiles: list[TileRule] = Field(min_length=1, description="Tile table, first match wins")
+    warps: int = Field(gt=0, le=64, description="Warps per tile stream, where a tile rule gives none")
+    stream_rows: int | None = Field(default=None, gt=0, le=MAX_TILE,
+                                    description="Query rows one tile stream computes (a consumer warp group); "
+                                                "absent: the whole CTA tile is one stream")
+    ctas_per_core: int | None = Field(default=None, gt=0, description="CTAs a core runs at once by the source's "
+                                      "launch bounds; absent: as many as fit")
+    producer_threads: int = Field(default=0, ge=0, description="Threads of a CTA that only move data (FA3's "
+                                  "producer warp group)")
+    producer_registers_per_thread: int = Field(default=0, ge=0, le=255)
+    score_buffers: int = Field(gt=0, le=4, description="Score tiles in flight per stream: 1 runs softmax after "
+                               "each QK matmul; 2 overlaps one tile's softmax with the next tile's matmuls")
+    kv_stages: int = Field(gt=0, le=8, description="K/V pipeline stages")
+    kv_ring: bool = Field(default=False, description="K and V tiles share one ring of kv_stages buffers (each "
+                          "stage holds a K or a V tile); false: each stage holds a K and a V tile")
+    mma: Literal["per_stream", "shared"] = Field(
+        description="per_stream: each stream's warps issue their own mma.sync on a 1/k share of the tensor pipes; "
+                    "shared: asynchronous warp-group MMAs (wgmma, tcgen05, cube) that take the whole pipe in turn")
+    operands_from_shared: bool = Field(description="Each warp reads its K/V operand tiles from shared memory "
+                                       "(mma.sync), paid at the core's shared_read_bytes_per_cycle")
+    q_in: Literal["shared", "registers"] = Field(description="Where Q lives for the key loop")
+    p_aliases_scores: bool = Field(description="P is written over its score tile's registers (no separate P tile)")
+    exp_emulation: float = Field(default=0.0, ge=0, lt=1, description="Fraction of exps computed by polynomial on "
+                                 "the vector ALUs")
+    rescale_threshold_log2: float | None = Field(
+        default=None, ge=0, description="Rescale O only when the max grows by more than this (log2 units); absent: "
+                                        "always")
+    causal_masking: Literal["diagonal_blocks"] = Field(description="Which blocks a causal mask touches: only those "
+                                                       "the diagonal crosses (hidden blocks skipped)")
+    decode: DecodeRule | None = Field(default=None, description="The decode path; absent: the kernel has none")
+    dispatch: Literal["greedy", "waves", "persistent"] = Field(
+        description="greedy: a grid launch, each CTA to whichever core frees first; waves: fixed strides per core; "
+                    "persistent: one CTA per slot pulls tiles, longest first under a causal mask")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Kernel:
+        for i, rule in enumerate(self.tiles):
+            rows = self.stream_rows or rule.block_q
+            if rule.block_q % rows:
+                raise ValueError(f"tiles.{i}.block_q {rule.block_q} is not a multiple of stream_rows {rows}")
+        if self.mma == "shared" and self.operands_from_shared:
+            raise ValueError("operands_from_shared needs mma: per_stream (warp-group MMAs read shared memory "
+                             "themselves)")
+        return self
+
+    def tile(self, head_dim: int, fmt: FormatClass, causal: bool, decode: bool = False) -> TileRule:
+        """The first rule for this head dim, format class and mask; a one-line error when none applies."""
+        if decode and self.decode is None:
+            raise ValueError(f"kernel {self.name} has no decode path (its description gives no 'decode')")
+        rules = self.decode.tiles if decode and self.decode is not None else self.tiles
+        for rule in rules:
+            if head_dim <= rule.head_dim_max and (rule.formats is None or fmt in rule.formats) \
+                    and rule.causal in (None, causal):
+                return rule
+        dims = sorted({r.head_dim_max for r in rules if r.formats is None or fmt in r.formats})
+        raise ValueError(f"kernel {self.name} has no {'decode ' if decode else ''}tile for head dim {head_dim} "
+                         f"with {fmt} inputs" + (f" (it supports head dims up to {dims[-1]})" if dims
+                                                 else f" (no {fmt} tiles)"))
+
+    def streams_per_cta(self, rule: TileRule) -> int:
+        return rule.block_q // (self.stream_rows or rule.block_q)
+
+    def runs_on(self, chip: str, builtin_chips: list[str]) -> bool:
+        """True unless ``chip`` is a built-in chip missing from ``targets`` (a config of one's own runs any kernel)."""
+        known = {c.lower() for c in builtin_chips}
+        return "*" in self.targets or chip.lower() not in known or chip.lower() in (t.lower() for t in self.targets)
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,66 @@
+"""Finding and loading kernel descriptions: built-in names (``kernels/*.yaml``) or YAML paths."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from vfasim.errors import VfasimError
+from vfasim.hw.registry import first_error, read_yaml
+from vfasim.kernel.model import Kernel
+
+#: names the chip model used for kernels before they were data; each is a shipped kernel's name
+STYLE_ALIASES = ("fa2", "fa3", "fa4")
+
+
+def builtin_kernel_names() -> list[str]:
+    """Names of the kernels shipped in kernels/, sorted."""
+    return sorted(_builtin_files())
+
+
+def _builtin_files() -> dict[str, Any]:
+    root = resources.files("vfasim").joinpath("kernels")
+    files = [f for f in root.iterdir() if f.name.endswith(".yaml")]
+    return {read_yaml(f.read_text(), f.name, "kernel").get("name", f.name[:-5]): f for f in files}
+
+
+def load_kernel(name_or_path: str | Path | Kernel) -> Kernel:
+    """A built-in kernel by name (case-insensitive) or a YAML file by path."""
+    if isinstance(name_or_path, Kernel):
+        return name_or_path
+    text, origin = _source(str(name_or_path))
+    raw = read_yaml(text, origin, "kernel")
+    try:
+        return Kernel.model_validate(raw)
+    except ValidationError as exc:
+        raise VfasimError(f"kernel {origin}: {first_error(exc)}") from None
+
+
+def _source(name_or_path: str) -> tuple[str, str]:
+    builtins = {k.lower(): v for k, v in _builtin_files().items()}
+    if name_or_path.lower() in builtins:
+        return builtins[name_or_path.lower()].read_text(), name_or_path
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise VfasimError(f"kernel {path}: not a regular YAML file")
+        try:
+            return path.read_text(), str(path)
+        except OSError as exc:
+            raise VfasimError(f"kernel {path}: cannot read ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise VfasimError(f"kernel {path}: not a text file (not UTF-8)") from None
+    raise VfasimError(f"unknown kernel {name_or_path!r} (built-in: {', '.join(builtin_kernel_names())}; "
+                      "or give a path to a .yaml file)")
+
+
+def kernels_measured_as() -> dict[str, str]:
+    """Validation-table kernel name -> the shipped kernel that predicts its rows."""
+    out: dict[str, str] = {}
+    for name in builtin_kernel_names():
+        for table_name in load_kernel(name).measured_as:
+            out[table_name] = name
+    return out
