@@ -20,7 +20,8 @@ from vfasim.validate import (
     why_not,
 )
 
-GROUP_KEYS = {"chip", "kernel", "style", "rows_fit", "rows_heldout", "mape_fit", "mape_heldout", "worst"}
+GROUP_KEYS = {"chip", "kernel", "style", "regime", "rows_fit", "rows_heldout", "mape_fit", "mape_heldout",
+              "bias_heldout", "mape_spec", "bias_spec", "worst"}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,8 @@ def test_golden_search_and_the_at_bound_flag():
 def test_the_text_report_and_the_scatter(tmp_path, capsys):
     assert main(["validate", "--rows", "1", "--jobs", "1", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "MAPE held-out" in out and "not modelled" in out and "worst rows and why" in out
+    assert "tier 1: spec only" in out and "tier 2: calibrated" in out and "held-out" in out
+    assert "not modelled" in out and "worst rows and why" in out
     assert (tmp_path / "validate_scatter.png").stat().st_size > 0
     assert (tmp_path / "validate_scatter.svg").read_text().lstrip().startswith("<?xml")
 
@@ -105,3 +107,26 @@ def test_subset_is_deterministic_and_keeps_each_groups_ends():
     assert a == b and len(a) < len(rows)
     fa2 = [r for r in rows if r.chip == "H100-SXM5-80GB" and r.kernel == "fa2"]  # one group: fp16 prefill
     assert [r for r in a if r.chip == "H100-SXM5-80GB" and r.kernel == "fa2"] == [fa2[0], fa2[-1]]
+
+
+def test_tier_one_uses_no_fitted_parameter_and_is_reported_beside_tier_two(doc):
+    from vfasim.validate import spec_only
+
+    h100 = load_hw("H100-SXM")
+    assert h100.chip is not None and h100.chip.kernel_tuning  # fitted tuning ships ...
+    assert spec_only(h100).chip.kernel_tuning == {}  # ... and tier 1 drops all of it
+    tuned = [g for g in doc["groups"] if g["chip"] == "H100-SXM" and g["style"] == "fa2"]
+    assert tuned and all(g["mape_spec"] is not None for g in tuned)
+    # a tuned family's two tiers are different predictions of the same rows
+    assert any(g["mape_spec"] != (g["mape_fit"] if g["rows_fit"] else g["mape_heldout"]) for g in tuned)
+
+
+def test_regimes_are_declared_by_geometry_not_by_error():
+    from vfasim.validate import Prediction, regime
+
+    rows = [r for r in load_rows() if modelled(r)]
+    decode = next(r for r in rows if r.decode)
+    prefill = next(r for r in rows if not r.decode)
+    assert regime(Prediction(decode, 1.0, "memory", {}, 1)) in ("short KV", "long KV")
+    assert regime(Prediction(prefill, 1.0, "tensor", {}, 1)) == "one wave"
+    assert regime(Prediction(prefill, 1e9, "tensor", {}, 3)) == "many waves"  # the error plays no part

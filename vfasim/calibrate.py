@@ -28,6 +28,7 @@ from vfasim.validate import (
     kernel_for,
     mape,
     predict_all,
+    spec_only,
     with_tuning,
 )
 
@@ -112,26 +113,31 @@ def _kernel_name(row: Row) -> str:
 
 @dataclass(frozen=True)
 class Group:
+    """One family's predictions: calibrated (tier 2) split into fit and held-out rows, and spec only (tier 1)."""
+
     chip: str
     kernel: str
     dtype: str
     mode: str
-    style: str
+    regime: str
+    style: str  # the kernel description that predicts the family
     fit: list[Prediction]
     heldout: list[Prediction]
+    spec: list[Prediction]  # tier 1, every row of the family
 
     def worst(self, n: int = 3) -> list[Prediction]:
         return sorted(self.fit + self.heldout, key=lambda p: -abs(p.error))[:n]
 
 
-def groups(preds: list[Prediction]) -> list[Group]:
-    """Predictions grouped by (chip, kernel, format, mode), sorted; fit vs held-out split by the row."""
-    out: dict[tuple[str, str, str, str], Group] = {}
-    for p in preds:
+def groups(preds: list[Prediction], spec: list[Prediction]) -> list[Group]:
+    """Predictions grouped by family (``validate.group_key``), sorted; ``spec`` are the same rows at tier 1."""
+    out: dict[tuple[str, str, str, str, str], Group] = {}
+    for p, q in zip(preds, spec, strict=True):
         key = group_key(p)
-        g = out.setdefault(key, Group(*key, _kernel_name(p.row), [], []))
+        g = out.setdefault(key, Group(*key, _kernel_name(p.row), [], [], []))
         (g.fit if p.row.fit else g.heldout).append(p)
-    return sorted(out.values(), key=lambda g: (g.chip, g.kernel, g.dtype, g.mode))
+        g.spec.append(q)
+    return sorted(out.values(), key=lambda g: (g.chip, g.kernel, g.dtype, g.mode, g.regime))
 
 
 def ratio_errors(preds: list[Prediction]) -> list[dict]:
@@ -174,6 +180,7 @@ def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[K
             key = (r.chip, r.kernel, why_not(r))
             skipped[key] = skipped.get(key, 0) + 1
     preds = predict_all(mine, jobs=jobs, kernels=kernels)
+    spec = predict_all(mine, {c: spec_only(load_hw(c)) for c in {chip_name(r) for r in mine}}, jobs, kernels)
     tuning = {}
     for chip in sorted({chip_name(r) for r in mine}):
         cfg = load_hw(chip).chip
@@ -181,4 +188,4 @@ def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[K
             tuning[f"{chip}/{style}"] = {**t.model_dump(), "at_bound": at_bound(t.model_dump())}
     measured = {CHIPS[r.chip] for r in load_rows() if r.chip in CHIPS}
     chips = [n for n in builtin_names() if load_hw(n).chip is not None and n not in measured]
-    return Validation(groups(preds), preds, skipped, ratio_errors(preds), tuning, chips)
+    return Validation(groups(preds, spec), preds, skipped, ratio_errors(preds), tuning, chips)

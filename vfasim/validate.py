@@ -13,6 +13,9 @@ Rules (printed with every report):
   error of the run, never skipped.
 - Tile shapes, dispatch and decode path are the kernels' own (their YAML files, read from their sources);
   no parameter depends on a row except through the model.
+- Two tiers: *spec only* (``spec_only``: no fitted parameter, every number from a datasheet, a source
+  file or a microbenchmark) and *calibrated* (the configs' per-kernel tuning). Results are reported per
+  family (chip, kernel, format, mode, regime; ``group_key``).
 - Fitting (``fit``) tunes a chip's per-kernel parameters (``KernelTuning``) on
   the rows whose sequence length is in ``FIT_SEQ_LENS``; every other row is held
   out. Rows of tables the validation README flags as unverified transcriptions
@@ -42,7 +45,8 @@ FORMATS = {"fp16": "fp16", "16bit": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8_e4m
 UNVERIFIED_TABLES = frozenset({"h100_fa3_fp8_forward.csv"})
 #: the declared fit rows: sequence lengths (every other length is held out)
 FIT_SEQ_LENS = (1024, 8192)
-CHIP_KERNELS = ("fa2", "fa3", "ascend-pto")  # kernels whose per-chip tuning `fit` sets
+CHIP_KERNELS = ("fa2", "fa3", "ascend-pto", "triton")  # kernels whose per-chip tuning `fit` sets
+SHORT_KV = 4096  # decode rows below this K/V length form the "short KV" regime
 
 
 def kernel_for(row_kernel: str, overrides: tuple[Kernel, ...] = ()) -> Kernel | None:
@@ -214,8 +218,24 @@ def row_group(r: Row) -> tuple[str, str, str, str]:
     return CHIPS.get(r.chip, r.chip), r.kernel, FORMATS.get(r.dtype, r.dtype), "decode" if r.decode else "prefill"
 
 
-def group_key(p: Prediction) -> tuple[str, str, str, str]:
-    return row_group(p.row)
+def group_key(p: Prediction) -> tuple[str, str, str, str, str]:
+    """(chip, kernel, format, mode, regime): the family a prediction is reported in."""
+    return (*row_group(p.row), regime(p))
+
+
+def regime(p: Prediction) -> str:
+    """Declared before any error was looked at: decode by K/V length (short below ``SHORT_KV``), prefill by
+    whether the launch fills the chip more than once (its waves in the model's own geometry)."""
+    if p.row.decode:
+        return "short KV" if p.row.seq_len < SHORT_KV else "long KV"
+    return "one wave" if p.waves <= 1 else "many waves"
+
+
+def spec_only(config: HardwareConfig) -> HardwareConfig:
+    """Tier 1: ``config`` with no fitted per-kernel tuning (every kernel at its datasheet rates, no fixed cost)."""
+    if config.chip is None or not config.chip.kernel_tuning:
+        return config
+    return config.model_copy(update={"chip": config.chip.model_copy(update={"kernel_tuning": {}})})
 
 
 def mape(preds: list[Prediction]) -> float | None:

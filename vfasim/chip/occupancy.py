@@ -55,7 +55,8 @@ def stream_need(kernel: Kernel, rule: TileRule, shape: TileShape, limits: CoreLi
     """Bytes of shared memory and registers one stream of ``kernel`` needs on a core with ``limits``."""
     g = kernel.streams_per_cta(rule)
     q = shape.block_q * shape.head_dim * shape.q_bytes
-    kv = (1 if kernel.kv_ring else 2) * kernel.kv_stages * shape.block_k * shape.head_dim * shape.kv_bytes / g
+    stages = rule.kv_stages or kernel.kv_stages
+    kv = (1 if kernel.kv_ring else 2) * stages * shape.block_k * shape.head_dim * shape.kv_bytes / g
     tiles = (kernel.score_buffers * shape.block_q * shape.block_k * ACC_BYTES
              + (0 if kernel.p_aliases_scores else shape.block_q * shape.block_k * shape.p_bytes)
              + shape.block_q * shape.head_dim * ACC_BYTES)

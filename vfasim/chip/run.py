@@ -19,6 +19,9 @@ Chip-level figures:
   bounds the chip (the per-unit bounds then say what held each unit).
 - FLOPs = 4 · head_dim · visible query-key pairs · heads · batch (causal pairs
   counted exactly), the convention of published attention throughput.
+- Each launch adds the chip's ``launch_overhead_us`` (a microbenchmark figure) to the latency.
+- A kernel with no ``kernel_tuning`` entry runs its matmuls at the chip's microbenchmark ceiling for its
+  MMA path (``mma_efficiency``), or at the datasheet rate where none is given.
 - Decode with splits > 1 adds a combine launch after the main one: per (batch,
   head) it reads the fp32 partial O and log-sum-exp of every split through the
   L2 port (just written, assumed resident) and writes O to HBM; its compute is
@@ -112,7 +115,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     slots = streams // group
     split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
     splits = split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
-    tuning = chip.kernel_tuning.get(kernel.name, KernelTuning())
+    tuning = chip.kernel_tuning.get(kernel.name) or KernelTuning(
+        tensor_efficiency=chip.mma_efficiency.get(kernel.mma, 1.0))
     core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning)
     plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.unit_overhead_cycles)
     launch = build_launch(trace, rows, kv_key, label, splits)
@@ -122,7 +126,9 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
                       launch.kinds, schedule)
     times = _main_launch(launch, timer, plan, policy, geo)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)))
-    end = combine.end.max() if combine is not None else times.end.max(initial=0)
+    launches = 1 if combine is None else 2
+    end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
+        + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3
     return _totals(trace, plan, launch, times, combine, int(np.ceil(end - 1e-9)), geo.flops)
 
 

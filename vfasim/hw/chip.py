@@ -24,6 +24,8 @@ Assumptions:
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 BYTES_PER_GB = 1e9
@@ -68,6 +70,13 @@ class ChipSpec(_Strict):
     l2: L2Spec | None = Field(default=None, description="Shared L2 (needs hbm behind it)")
     hbm: MemorySpec | None = Field(default=None, description="Off-chip memory shared by all cores")
     core_limits: CoreLimits = Field(description="What fits on one core")
+    mma_efficiency: dict[Literal["per_stream", "shared"], float] = Field(
+        default_factory=dict, description="Fraction of the tensor pipes' datasheet rate each MMA path sustains in a "
+        "microbenchmark (per_stream: mma.sync issued by a block's own warps; shared: warp-group MMAs such as "
+        "wgmma); a kernel with no kernel_tuning entry runs at its path's figure (absent: 1.0)")
+    launch_overhead_us: float = Field(
+        default=0.0, ge=0, le=1e3, allow_inf_nan=False, description="Fixed time each kernel launch adds, as a "
+        "back-to-back empty-kernel microbenchmark measures it (launch, first-block start, drain)")
     kernel_tuning: dict[str, KernelTuning] = Field(
         default_factory=dict, description="Kernel style name -> its tuning on this chip (absent: peak, no overhead)")
 

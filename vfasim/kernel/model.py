@@ -50,6 +50,8 @@ class TileRule(_Strict):
     block_q: int = Field(gt=0, le=MAX_TILE, description="Query rows of the CTA's tile")
     block_k: int = Field(gt=0, le=MAX_TILE, description="Keys per key block")
     warps: int | None = Field(default=None, gt=0, le=64, description="Warps per stream (absent: the kernel's)")
+    kv_stages: int | None = Field(default=None, gt=0, le=8, description="K/V pipeline stages with this tile "
+                                  "(absent: the kernel's)")
     registers_per_thread: int | None = Field(
         default=None, gt=0, le=255, description="Registers the source allots each thread of a stream (absent: "
                                                 "computed from the live tiles)")
