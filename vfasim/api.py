@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -22,7 +23,8 @@ from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.formats import with_matmul_format
-from vfasim.kernel import Kernel
+from vfasim.kernel import Kernel, load_kernel
+from vfasim.spec import run_spec
 from vfasim.inputs import check_blocks, check_options, checked
 from vfasim.qkv_files import load_qkv
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
@@ -71,6 +73,13 @@ class Options:
 
 @dataclass(frozen=True)
 class RunResult:
+    """One run: latency and what bounds it, per-pipeline busy cycles, checked numerics, and the spec that made it.
+
+    Read-only all the way down. ``to_dict`` gives a plain copy (what ``vfasim run --json`` prints);
+    ``spec`` repeats the run (``vfasim run --spec``), ``manifest`` identifies its inputs and trace by digest.
+    ``chip`` is filled on a config with a chip section (cores, waves, bytes, the chip's bound).
+    """
+
     hw: str
     algo: str
     workload: str
@@ -86,6 +95,7 @@ class RunResult:
     options: dict[str, object] = field(default_factory=dict)
     critical_path: dict[str, object] = field(default_factory=dict)
     chip: dict[str, object] = field(default_factory=dict)  # chip runs only: cores, waves, bytes, bound, ...
+    spec: dict[str, object] = field(default_factory=dict)  # every input that decides the result (vfasim.spec)
 
     def __post_init__(self) -> None:  # read-only all the way down: a digest cannot be edited
         for name in self.__dataclass_fields__:
@@ -125,13 +135,15 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     """
     _check_schedule(schedule)
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+    kernel = _kernel_alias(kernel, kernel_style)
+    opts = _options(options, option_kwargs)
+    spec = run_spec(hw, config.name, config.digest(), algo, locals(), asdict(opts), _kernel_spec(kernel, config))
     if matmul_format is not None:
         config = with_matmul_format(config, matmul_format)
-    kernel = _kernel_alias(kernel, kernel_style)
     if config.chip is not None:
         if numerics is not None:
             raise VfasimError("numerics applies to one-core runs; on a chip give numerics_heads (--numerics-heads)")
-        return _run_chip(config, algo, locals(), options, option_kwargs)
+        return replace(_run_chip(config, algo, locals(), opts, {}), spec=spec)
     for name, value in (("kernel", kernel), ("dispatch", dispatch), ("numerics_heads", numerics_heads or None)):
         if value is not None:
             raise VfasimError(f"{name} applies to chip runs; {config.name} has no chip section")
@@ -142,9 +154,8 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         prepared = _prepare(
             config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
             heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
-            queries=queries, options=options, progress=progress, references=True, numerics=numerics,
-            **option_kwargs)
-        return _timed(prepared, algo, prepared.config, schedule, trace_out, seed, decode, block_k)
+            queries=queries, options=opts, progress=progress, references=True, numerics=numerics)
+        return replace(_timed(prepared, algo, prepared.config, schedule, trace_out, seed, decode, block_k), spec=spec)
 
 
 def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *,
@@ -162,8 +173,20 @@ def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *
         raise VfasimError("run_configs needs one schedule per config and configs of one precision")
     with threadpool_limits(limits=1, user_api="blas"):
         prepared = _prepare(configs[0], algo, references=True, **{"numerics": None, **run_kwargs})
-        return [_timed(prepared, algo, c, s, None, run_kwargs.get("seed", 0), run_kwargs.get("decode", False),
-                       run_kwargs.get("block_k", 128)) for c, s in zip(configs, schedules)]
+        return [replace(_timed(prepared, algo, c, s, None, run_kwargs.get("seed", 0), run_kwargs.get("decode", False),
+                               run_kwargs.get("block_k") or DEFAULT_BLOCK), spec=_spec_of(hw, c, algo, s, run_kwargs))
+                for hw, c, s in zip(hws, configs, schedules)]
+
+
+def _spec_of(hw: str | Path | HardwareConfig, config: HardwareConfig, algo: str, schedule: str,
+             run_kwargs: dict[str, Any]) -> dict[str, object]:
+    """The spec ``run(hw, algo, schedule=schedule, **run_kwargs)`` would carry."""
+    bound = inspect.signature(run.__wrapped__).bind(hw, algo, schedule=schedule, **run_kwargs)  # type: ignore[attr-defined]
+    bound.apply_defaults()
+    values = {**bound.arguments, **bound.arguments.pop("option_kwargs", {})}
+    option_kwargs = {k: values.pop(k) for k in list(values) if k in Options.__dataclass_fields__}
+    opts = _options(values["options"], option_kwargs)
+    return run_spec(hw, config.name, config.digest(), algo, values, asdict(opts), None)
 
 
 def _timed(prepared: _Prepared, algo: str, config: HardwareConfig, schedule: str,
@@ -203,6 +226,14 @@ def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, o
             "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "schedule")
     return RunResult(**run_chip(config, algo, options=_options(options, option_kwargs),
                                 kernel=args["kernel"] or DEFAULT_KERNEL, **{k: args[k] for k in keys}))
+
+
+def _kernel_spec(kernel: str | Path | Kernel | None, config: HardwareConfig) -> tuple[str, str] | None:
+    """(name or path, digest) of a chip run's kernel for its spec; None on one core."""
+    if config.chip is None:
+        return None
+    k = load_kernel(kernel or DEFAULT_KERNEL)
+    return (str(kernel) if isinstance(kernel, (str, Path)) else k.name), k.digest()
 
 
 def _kernel_alias(kernel: str | Path | Kernel | None, kernel_style: str | None) -> str | Path | Kernel | None:

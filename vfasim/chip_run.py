@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from vfasim import __version__
 from vfasim.chip.fluid import POLICIES
@@ -176,10 +177,12 @@ def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads
     n = -(-n // group) * group
     seq_len, head_dim, block_q, block_k, causal = tiling_args[1], tiling_args[2], tiling_args[3], tiling_args[4], \
         tiling_args[5]
-    prepared = api._prepare(config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k,
-                            causal=causal, heads=n, kv_heads=n // group, seed=seed, workload=workload,
-                            decode=decode, queries=queries, options=options, references=True, policy=policy)
-    numerics, _ = api._numerics(prepared.precision, prepared.policy, prepared.result, *prepared.references())
+    with threadpool_limits(limits=1, user_api="blas"):  # as on one core: a fixed summation order, same bits
+        prepared = api._prepare(config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q,
+                                block_k=block_k, causal=causal, heads=n, kv_heads=n // group, seed=seed,
+                                workload=workload, decode=decode, queries=queries, options=options,
+                                references=True, policy=policy)
+        numerics, _ = api._numerics(prepared.precision, prepared.policy, prepared.result, *prepared.references())
     return numerics, list(range(n))
 
 

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(run_p)
     run_p.add_argument("--trace-out", default=None, metavar="FILE",
                        help="also write a Chrome/Perfetto trace (JSON) of the timeline to FILE")
+    run_p.add_argument("--spec", default=None, metavar="FILE",
+                       help="repeat a run from its spec (the JSON of vfasim run --json, or its 'spec'); give no other "
+                            "run options")
     run_p.add_argument("--check", action="store_true",
                        help=f"exit with status {EXIT_BROKEN} when the numerics verdict is broken (for scripts and CI)")
     run_p.add_argument("--matmul-format", default=None,
@@ -282,17 +285,35 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
                                                       "block_k": args.block_k or DEFAULT_BLOCK})
         return (frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)), 0
     progress = not args.quiet and sys.stderr.isatty()
-    result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
-                 progress=progress, batch=args.batch, kernel=args.kernel, kernel_style=args.kernel_style,
-                 dispatch=args.dispatch,
-                 numerics_heads=args.numerics_heads, numerics=args.numerics, matmul_format=args.matmul_format,
-                 **shape)
+    if args.spec is not None:
+        result = run(**_replayed(args), trace_out=args.trace_out, progress=progress)
+    else:
+        result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
+                     progress=progress, batch=args.batch, kernel=args.kernel, kernel_style=args.kernel_style,
+                     dispatch=args.dispatch, numerics_heads=args.numerics_heads, numerics=args.numerics,
+                     matmul_format=args.matmul_format, **shape)
     doc = result.to_dict()
     if args.numerics is None and doc["numerics"].get("numerics_mode") == "sample":
         print(f"note: numerics checked on {len(doc['numerics']['sampled_query_blocks'])} sampled query blocks "
               f"(more than {FULL_LIMIT:,} score entries); --numerics full checks every row", file=sys.stderr)
     broken = args.check and doc["numerics"].get("verdict") == "broken"
     return (to_json(doc) if args.json else format_run(doc)), EXIT_BROKEN if broken else 0
+
+
+#: options of vfasim run that choose outputs, not the run: allowed beside --spec
+OUTPUT_OPTIONS = ("spec", "trace_out", "json", "quiet", "check", "command")
+
+
+def _replayed(args: argparse.Namespace) -> dict:
+    """run()'s arguments from ``--spec``; any other run option given beside it is refused."""
+    from vfasim.spec import read_spec, replay_arguments
+
+    defaults = vars(build_parser().parse_args(["run"]))
+    given = [k for k, v in vars(args).items() if k not in OUTPUT_OPTIONS and v != defaults.get(k)]
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise VfasimError(f"--spec repeats a run as it was: give no other run options (got {flags})")
+    return replay_arguments(read_spec(args.spec))
 
 
 def _figure(args: argparse.Namespace) -> str:
