@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 import vfasim
-from vfasim.api import Options, sensitivity_table
+from vfasim.api import Options
+from vfasim.sensitivity import sensitivity_table
 from vfasim.cli import main
 from vfasim.errors import VfasimError
 from vfasim.outputs import folder_lock, write_text, write_with

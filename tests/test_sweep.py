@@ -183,7 +183,7 @@ def test_exp_throughput_study_at_tiny_size(tmp_path, capsys):
 
 def test_points_sharing_numerics_run_the_engine_once_and_match_single_runs(monkeypatch):
     import vfasim
-    from vfasim import api
+    from vfasim import prepare as api  # where the engine is called
 
     engine_runs = []
     real = api.run_engine

@@ -17,8 +17,7 @@ import dataclasses
 import math
 from dataclasses import asdict
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -33,10 +32,10 @@ from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, builtin_names
 from vfasim.kernel import Kernel, TileRule, load_kernel
 from vfasim.sim import busiest_stream
+from vfasim.options import Options
+from vfasim.prepare import engine_precision, numerics_block, prepare, run_workload
 from vfasim.trace import OP_KINDS, Trace
 
-if TYPE_CHECKING:
-    from vfasim.api import Options
 
 SHARE_CLASSES = ("tensor", "vector", "exp")
 TilingArgs = tuple[int, int, int, int, int, bool]  # Tiling's seq_len, kv_len, head_dim, block_q, block_k, causal
@@ -48,14 +47,12 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
              dispatch: str | None,
              numerics_heads: int, trace_out: str | Path | None, schedule: str = "pipelined") -> dict:
     """The RunResult fields of a chip run (``api.run`` wraps them)."""
-    from vfasim import api  # the single-core path's helpers: workload, precision, numerics
-
     k = load_kernel(kernel)
     dispatch = dispatch or k.dispatch
     _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv)
     kv_heads = kv_heads or heads
     policy = _policy(algo, options, k)
-    precision = api.engine_precision(config)
+    precision = engine_precision(config)
     rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, decode, block_q, block_k)
     n_q = queries if decode else seq_len
     tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
@@ -64,13 +61,13 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     group = heads // kv_heads if packs else 1  # query heads packed into one tile
     unit_args = (group, seq_len, head_dim, group, block_k, causal and group == 1) if group > 1 else tiling_args
     trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, seed, workload,
-                                   decode, queries, api, group, options.lam)
+                                   decode, queries, group, options.lam)
     tu = Tiling(*unit_args, heads // group, kv_heads)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative)
     res = simulate_chip(trace, config, k, rule, geo, _shape(tu, precision), dispatch, schedule)
     numerics, used = _numerics(config, algo, options, numerics_heads, heads, kv_heads, tiling_args, seed,
-                               workload, decode, queries, api, policy)
+                               workload, decode, queries, policy)
     if trace_out is not None:
         from vfasim.report.chip_perfetto import chip_trace
         from vfasim.report.perfetto import write_chrome_trace
@@ -78,14 +75,6 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
         write_chrome_trace(trace_out, chip_trace(res, config))
     return _fields(config, algo, res, trace, policy, k, dispatch, numerics, used, geo, t, seed,
                    workload if not representative else "timing-only")
-
-
-def timing_only(hw: str | Path | HardwareConfig, algo: str) -> bool:
-    """True when ``run(hw, algo)`` is a chip run that needs no workload (the trace is data-independent)."""
-    from vfasim.hw import load_hw
-
-    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
-    return config.chip is not None and data_independent(policy_for(algo))
 
 
 def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics_heads: int,
@@ -138,7 +127,7 @@ def _policy(algo: str, options: Options, kernel: Kernel) -> Policy:
 
 
 def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch: int, heads: int, kv_heads: int,
-           seed: int, workload: str, decode: bool, queries: int, api: ModuleType, packed: int,
+           seed: int, workload: str, decode: bool, queries: int, packed: int,
            lam: float) -> tuple[Trace, bool]:
     """(trace, representative): one K/V-head group without data, or every head through the engine.
 
@@ -147,7 +136,7 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
     group = heads // kv_heads
     if data_independent(policy):
         return trace_only(Tiling(*tiling_args, group, 1), policy, precision, decode=decode), True
-    wl = api._workload(None, workload, tiling_args[1], tiling_args[2], heads * packed * batch, kv_heads * batch,
+    wl = run_workload(None, workload, tiling_args[1], tiling_args[2], heads * packed * batch, kv_heads * batch,
                        seed, decode, queries)
     q = wl.q.reshape(heads * batch, -1, wl.q.shape[-1])  # a group's query heads are adjacent
     t = Tiling(*tiling_args, heads * batch, kv_heads * batch)
@@ -169,7 +158,7 @@ def _flops(t: Tiling) -> float:
 
 def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads: int, kv_heads: int,
               tiling_args: TilingArgs, seed: int, workload: str, decode: bool, queries: int,
-              api: ModuleType, policy: Policy) -> tuple[dict, list[int]]:
+              policy: Policy) -> tuple[dict, list[int]]:
     """Numerics of the first ``n`` heads (whole GQA groups) under the policy the chip run timed."""
     if n == 0:
         return {}, []
@@ -178,11 +167,12 @@ def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads
     seq_len, head_dim, block_q, block_k, causal = tiling_args[1], tiling_args[2], tiling_args[3], tiling_args[4], \
         tiling_args[5]
     with threadpool_limits(limits=1, user_api="blas"):  # as on one core: a fixed summation order, same bits
-        prepared = api._prepare(config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q,
+        prepared = prepare(config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q,
                                 block_k=block_k, causal=causal, heads=n, kv_heads=n // group, seed=seed,
                                 workload=workload, decode=decode, queries=queries, options=options,
                                 references=True, policy=policy)
-        numerics, _ = api._numerics(prepared.precision, prepared.policy, prepared.result, *prepared.references())
+        assert prepared.references is not None  # asked for above
+        numerics, _ = numerics_block(prepared.precision, prepared.policy, prepared.result, *prepared.references())
     return numerics, list(range(n))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from vfasim import __version__, interrupt
-from vfasim.api import DEFAULT_BLOCK, Options, run, sensitivity_table
+from vfasim.api import DEFAULT_BLOCK, Options, run
 from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import ALGORITHMS
 from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES
@@ -278,7 +278,7 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
                  causal=args.causal, heads=args.heads, kv_heads=args.kv_heads, seed=args.seed,
                  workload=args.workload, qkv=args.qkv, decode=args.decode, queries=args.queries)
     if args.command == "sensitivity":
-        from vfasim.sensitivity import format_sensitivity
+        from vfasim.sensitivity import format_sensitivity, sensitivity_table
 
         frame = sensitivity_table(args.hw, args.algo, schedule=args.schedule, factors=tuple(args.factors),
                                   options=options, **{**shape, "block_q": args.block_q or DEFAULT_BLOCK,

@@ -35,6 +35,8 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 from vfasim.functional import sampling
+from vfasim.options import OPTION_RULES, Options
+from vfasim.rules import flag, integer, number, optional, path, text
 
 LONG_RUN_S = 60.0
 BASE_BYTES = 240 * 2**20  # interpreter, NumPy, pandas, the engine's step batches (STEP_BYTES each)
@@ -51,43 +53,6 @@ class LongRunWarning(UserWarning):
     """A run estimated to take longer than ``LONG_RUN_S`` seconds."""
 
 
-def integer(name: str, value: object, low: int = 1) -> int:
-    """``value`` as a Python int >= ``low`` (NumPy integers accepted; bool and float refused)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
-        raise VfasimError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
-def flag(name: str, value: object) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise VfasimError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def number(name: str, value: Any, low: float = -math.inf, high: float = math.inf) -> float:
-    """A finite real number in [low, high] as a float."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-    if not ok or not math.isfinite(value) or not low <= value <= high:
-        raise VfasimError(f"{name} must be a finite number in [{low:g}, {high:g}], got {value!r}")
-    return float(value)
-
-
-def text(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise VfasimError(f"{name} must be a name (a string), got {value!r}")
-    return value
-
-
-def path(name: str, value: object) -> Path:
-    if not isinstance(value, (str, os.PathLike)) or not str(value):
-        raise VfasimError(f"{name} must be a file path (str or Path), got {value!r}")
-    return Path(value)
-
-
-def optional(rule: Callable) -> Callable:
-    return lambda name, value: None if value is None else rule(name, value)
-
-
 RULES: dict[str, Callable[[str, object], object]] = {
     "seq_len": integer, "head_dim": integer, "block_q": optional(integer), "block_k": optional(integer),
     "heads": integer,
@@ -97,23 +62,6 @@ RULES: dict[str, Callable[[str, object], object]] = {
     "batch": integer, "numerics_heads": lambda n, v: integer(n, v, 0), "kernel_style": optional(text),
     "kernel": optional(lambda n, v: v if _is_kernel(v) else str(path(n, v))), "dispatch": optional(text),
 }
-OPTION_RULES: dict[str, Callable[[str, object], object]] = {
-    "lam": lambda n, v: number(n, v, 0.0, 1.0), "topk": lambda n, v: integer(n, v, 0),
-    "key_summary": optional(text), "q_summary": optional(text), "minit": optional(flag),
-    "reorder": optional(flag), "rescale_threshold": optional(lambda n, v: number(n, v, 0.0)),
-    "exp_emulation": optional(lambda n, v: number(n, v, 0.0, 1.0)),
-    "protect_special": optional(flag), "minit_clamp": optional(flag), "fp32_state": optional(flag),
-    "p_bf16": optional(flag), "minit_margin": optional(lambda n, v: number(n, v)),
-}
-
-
-def check_options(options: object) -> None:
-    """Each field of a (frozen) ``Options`` checked and normalised in place (``np.int64(2)`` -> ``2``)."""
-    for name, rule in OPTION_RULES.items():
-        if hasattr(options, name):
-            object.__setattr__(options, name, rule(name, getattr(options, name)))
-
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -121,6 +69,7 @@ R = TypeVar("R")
 def checked(func: Callable[P, R]) -> Callable[P, R]:
     """Decorate an API entry point: arguments normalised and checked before it runs."""
     signature = inspect.signature(func)
+    defaults = signature_defaults(func)
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -130,7 +79,7 @@ def checked(func: Callable[P, R]) -> Callable[P, R]:
             raise VfasimError(f"{func.__name__}(): {exc}") from None
         bound.apply_defaults()
         values = _normalised(bound.arguments, signature)
-        check_combination(values)
+        check_combination(values, defaults)
         call: Callable[..., R] = func  # called by keyword, as normalised
         return call(**values)
 
@@ -159,9 +108,10 @@ def normalised_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (RULES.get(k) or OPTION_RULES.get(k) or (lambda n, v: v))(k, v) for k, v in values.items()}
 
 
-def check_keywords(values: Mapping[str, Any]) -> None:
-    """``run``'s keywords checked as a call would check them, without running (a sweep's points)."""
-    check_combination(normalised_keywords(values))
+def check_keywords(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
+    """``run``'s keywords checked as a call would check them, without running (a sweep's points);
+    ``defaults``: run's (``signature_defaults(run)``)."""
+    check_combination(normalised_keywords(values), defaults)
 
 
 def _is_kernel(value: object) -> bool:
@@ -171,8 +121,6 @@ def _is_kernel(value: object) -> bool:
 
 
 def _is_options(value: object) -> bool:
-    from vfasim.api import Options  # the API imports this module
-
     return isinstance(value, Options)
 
 
@@ -189,18 +137,17 @@ def factors(values: object) -> tuple[float, ...]:
     return out
 
 
-def check_combination(values: Mapping[str, Any]) -> None:
+def check_combination(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
     """Inputs that would be ignored are refused; sizes are estimated; the output path is checked."""
     if not values.get("decode", False) and values.get("queries", 1) != 1:
         raise VfasimError(f"queries ({values['queries']}) applies only with decode (--decode)")
     if values.get("qkv") is not None:
-        defaults = run_defaults()
         given = [k for k in FROM_FILE if k in values and values[k] != defaults[k]]
         if given:
             raise VfasimError(f"{', '.join(given)} cannot be given with qkv: the file sets the workload and "
                               "its sizes")
-    elif "seq_len" in values and not _timing_only_chip(values):
-        check_plan(values)
+    elif "seq_len" in values and not _timing_only_chip({**defaults, **values}):
+        check_plan(values, defaults)
     if values.get("trace_out") is not None:
         from vfasim.outputs import check_file_target
 
@@ -209,10 +156,14 @@ def check_combination(values: Mapping[str, Any]) -> None:
 
 def _timing_only_chip(values: Mapping[str, Any]) -> bool:
     """A chip run of a data-independent algorithm generates no workload: there is nothing to estimate."""
-    from vfasim.chip_run import timing_only  # the API imports this module
+    from vfasim.functional import policy_for
+    from vfasim.functional.trace_only import data_independent
+    from vfasim.hw import HardwareConfig, load_hw
 
     try:
-        return timing_only(values.get("hw", run_defaults()["hw"]), values.get("algo", run_defaults()["algo"]))
+        hw = values["hw"]
+        config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+        return config.chip is not None and data_independent(policy_for(values["algo"]))
     except VfasimError:  # the run itself reports a bad config or algorithm
         return False
 
@@ -239,20 +190,18 @@ def check_blocks(tiling: Blocks) -> None:
                               f"{block / length:.3g}x the work; give {name} <= {length}")
 
 
-@functools.cache
-def run_defaults() -> dict[str, Any]:
-    """Keyword -> default of ``vfasim.run`` (read from its signature: one place for the defaults)."""
-    from vfasim.api import run  # the API imports this module
-
-    return {k: p.default for k, p in inspect.signature(run).parameters.items() if p.default is not p.empty}
+def signature_defaults(func: Callable) -> dict[str, Any]:
+    """Keyword -> default of an entry point, read from its signature (one place for the defaults)."""
+    target = getattr(func, "__wrapped__", func)
+    return {k: p.default for k, p in inspect.signature(target).parameters.items() if p.default is not p.empty}
 
 
 ESTIMATE_BLOCK = 128  # the blocks a run's estimate assumes where none are given (a kernel's own are close)
 
-def check_plan(values: Mapping[str, Any]) -> float:
+def check_plan(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> float:
     """Refuse a generated workload whose memory estimate exceeds what is available; warn if long
     (unless a progress bar shows); return the time estimate in seconds."""
-    g = {**run_defaults(), **values}
+    g = {**defaults, **values}
     g["block_q"], g["block_k"] = g["block_q"] or ESTIMATE_BLOCK, g["block_k"] or ESTIMATE_BLOCK
     rows = g["queries"] if g["decode"] else g["seq_len"]
     check_blocks(SimpleNamespace(block_q=min(g["block_q"], rows) if g["decode"] else g["block_q"], seq_len=rows,
@@ -311,3 +260,11 @@ def _duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def check_schedule(schedule: str) -> None:
+    """Refuse an unknown schedule before any work starts."""
+    from vfasim.sim import SCHEDULES
+
+    if schedule not in SCHEDULES:
+        raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,8 +43,10 @@ import pandas as pd
 from pydantic import ValidationError
 
 from vfasim.errors import VfasimError
+from vfasim.hw import load_hw
 from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.hw.registry import first_error
+from vfasim.inputs import check_schedule, checked
 from vfasim.inputs import factors as check_factors
 from vfasim.sim import simulate
 from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
@@ -151,3 +155,23 @@ def format_sensitivity(frame: pd.DataFrame) -> str:
         shown = "-" if math.isnan(value) else f"{baseline:g}->{value:g}"
         lines.append(f"{rank:>4}  {parameter:<{width}}{change:>7}{shown:>12}{latency:>16,}{change_pct:>+8.1f}%")
     return "\n".join(lines)
+
+
+@checked
+def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *,
+                      schedule: str = "pipelined", factors: tuple[float, ...] = (2.0, 0.5),
+                      **run_kwargs: Any) -> pd.DataFrame:
+    """``vfasim sensitivity``: one functional run, then its trace re-simulated per hardware parameter.
+
+    ``run_kwargs`` are ``run``'s workload, shape and algorithm-option keywords. One core only: on a
+    config with a chip section it would time one core with every head in series, so it is refused.
+    """
+    from vfasim.prepare import prepare
+
+    check_schedule(schedule)
+    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+    if config.chip is not None:
+        raise VfasimError(f"sensitivity re-times one core's trace; {config.name} is a chip (give a core config, "
+                          "or compare chip variants with vfasim sweep)")
+    prepared = prepare(config, algo, **run_kwargs)
+    return sensitivity(prepared.result.traced(), prepared.config, schedule, factors)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from vfasim.hw import load_hw
-from vfasim.report.sweep_plots import plot_metric, write_sweep
+from vfasim.sweep.plots import plot_metric, write_sweep
 from vfasim.sweep import Axis, make_points, results_frame, run_sweep
 
 HERE = Path(__file__).resolve().parent

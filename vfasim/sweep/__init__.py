@@ -14,7 +14,7 @@ the points the journal lacks, and the tables and plots are rebuilt from the jour
 Assumptions:
 - A point is identified by its inputs, every keyword passed to ``run``, the resolved hardware
   digest, the vfasim version and a digest of the model's source (every vfasim module but
-  report/, cli.py and the sweep's own: this one, sweep_exec.py and sweep_journal.py): editing
+  report/, cli.py and the sweep's own package), with the shipped kernel descriptions: editing
   a YAML file or the model recomputes its points.
 - Runs are deterministic, so a point computed by any executor or in any order is the same.
 - Points that differ only in hardware fields that leave the engine's precision alone (and in
@@ -51,19 +51,20 @@ from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import policy_for
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import deep_merge, first_error
-from vfasim.inputs import check_keywords, check_plan, warn_if_long
+from vfasim.inputs import check_keywords, check_plan, signature_defaults, warn_if_long
 from vfasim.outputs import check_folder_target
-from vfasim.report.sweep_plots import SWEEP_FILES, format_sweep, sweep_frame, write_sweep
-from vfasim.sweep_exec import EXECUTORS, compute
-from vfasim.sweep_journal import JOURNAL, journal_writer, read_journal
+from vfasim.sweep.plots import SWEEP_FILES, format_sweep, sweep_frame, write_sweep
+from vfasim.sweep.exec import EXECUTORS, compute
+from vfasim.sweep.journal import JOURNAL, journal_writer, read_journal
 
 if TYPE_CHECKING:
     from dask import distributed
 
 SCALES = {"exp_scale": "exp", "vector_scale": "vector", "tensor_scale": "tensor"}
 Value = int | float | bool | str | None  # one value of a swept input, as read from the command line
-#: modules that do not decide a point's result: the command line and the sweep's own (grid, executors, journal)
-NOT_MODEL = ("allocator.py", "cli.py", "sweep.py", "sweep_exec.py", "sweep_journal.py")
+#: what does not decide a point's result: the command line, reports and the sweep's own package
+NOT_MODEL = ("allocator.py", "cli.py")
+NOT_MODEL_FOLDERS = ("report/", "sweep/")
 _NOT_SWEPT = {"hw", "algo", "options", "return"}  # options are swept one by one, by name
 
 
@@ -214,10 +215,10 @@ def point_key(inputs: dict, run_kwargs: dict, hw_digest: str) -> str:
 @functools.cache
 def model_digest() -> str:
     """Hash of the source a run's result depends on: every vfasim module but report/, cli and the sweep's."""
-    root, digest = Path(__file__).parent, hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    root, digest = Path(__file__).parents[1], hashlib.sha256()
+    for path in sorted([*root.rglob("*.py"), *(root / "kernels").glob("*.yaml")]):
         rel = path.relative_to(root).as_posix()
-        if not rel.startswith("report/") and rel not in NOT_MODEL:
+        if not rel.startswith(NOT_MODEL_FOLDERS) and rel not in NOT_MODEL:
             digest.update(rel.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -249,7 +250,7 @@ def _scaled(pipe: object, scales: dict) -> object:
 
 
 def _check_options(algo: str, kwargs: dict) -> None:
-    check_keywords({**kwargs, "progress": True})  # types, ignored inputs, memory; no per-point warning
+    check_keywords({**kwargs, "progress": True}, signature_defaults(run))  # types, ignored inputs, memory; no per-point warning
     opts = Options(**{k: v for k, v in kwargs.items() if k in Options.__dataclass_fields__})
     policy_for(algo, **opts.policy_options())
 
@@ -386,7 +387,8 @@ def _warn_if_long(points: list[Point], out: str | None, jobs: int | None) -> Non
     """Warn (off a terminal) when the points the journal lacks are estimated to take long."""
     done = read_journal(Path(out) / JOURNAL) if out else {}
     pending = {p.key: p for p in points if p.key not in done}.values()
-    seconds = sum(check_plan({**p.run_kwargs, "progress": True}) for p in pending)
+    defaults = signature_defaults(run)
+    seconds = sum(check_plan({**p.run_kwargs, "progress": True}, defaults) for p in pending)
     warn_if_long(seconds / min(jobs or os.cpu_count() or 1, max(len(pending), 1)), "this sweep")
 
 
