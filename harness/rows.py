@@ -1,0 +1,326 @@
+"""Table schemas, the checked CSV writer and the YAML sidecar writer (standard library only).
+
+Everything here runs without torch, triton or a GPU, so the tests (and anyone reading a
+campaign folder) can import it anywhere. A table is a list of dict rows with a fixed
+column order; every value is checked before anything is written, and files are written
+atomically (a temporary file in the same folder, then ``os.replace``), so a reader never
+sees half a file and a run killed mid-write leaves the previous complete version.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class SchemaError(ValueError):
+    """A row or table that does not follow its schema (the message is one line)."""
+
+
+DTYPES = ("fp16", "bf16", "fp8_e4m3")
+BOOLS = ("true", "false")
+
+
+def _int_pos(text: str) -> bool:
+    try:
+        return int(text) > 0 and str(int(text)) == text
+    except ValueError:
+        return False
+
+
+def _int_nonneg(text: str) -> bool:
+    try:
+        return int(text) >= 0 and str(int(text)) == text
+    except ValueError:
+        return False
+
+
+def _real(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def _real_pos(text: str) -> bool:
+    return _real(text) and float(text) > 0
+
+
+def _real_nonneg(text: str) -> bool:
+    return _real(text) and float(text) >= 0
+
+
+def _one_of(*values: str):
+    def check(text: str) -> bool:
+        return text in values
+
+    check.__doc__ = "one of " + "|".join(values)
+    return check
+
+
+def _any_text(text: str) -> bool:
+    return "\n" not in text and "\r" not in text
+
+
+_CHECK_DOC = {_int_pos: "a positive integer", _int_nonneg: "an integer >= 0", _real: "a finite number",
+              _real_pos: "a finite number > 0", _real_nonneg: "a finite number >= 0",
+              _any_text: "one line of text"}
+
+
+@dataclass(frozen=True)
+class Schema:
+    name: str
+    columns: tuple[str, ...]
+    checks: Mapping[str, Any]  # column -> predicate(text) -> bool
+    provenance_keys: tuple[str, ...] = field(default=())
+
+    def check_row(self, row: Mapping[str, Any], where: str = "") -> dict[str, str]:
+        """The row as text in column order, or SchemaError naming the first problem."""
+        at = f"{self.name}{' ' + where if where else ''}"
+        missing = [c for c in self.columns if c not in row]
+        if missing:
+            raise SchemaError(f"{at}: missing column {missing[0]!r}")
+        extra = sorted(set(row) - set(self.columns))
+        if extra:
+            raise SchemaError(f"{at}: unknown column {extra[0]!r}")
+        out: dict[str, str] = {}
+        for col in self.columns:
+            text = _text(row[col])
+            if text == "":
+                raise SchemaError(f"{at}: empty value in column {col!r}")
+            check = self.checks.get(col, _any_text)
+            if not check(text):
+                want = _CHECK_DOC.get(check) or check.__doc__ or "a valid value"
+                raise SchemaError(f"{at}: column {col!r} = {text!r} is not {want}")
+            out[col] = text
+        return out
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return repr(value)  # 'nan' / 'inf': refused by the numeric checks
+        return f"{value:.6g}" if abs(value) < 1e15 else repr(value)
+    return str(value)
+
+
+#: the project's validation schema (validation/README.md) with metric/value/unit,
+#: plus this harness's spread_pct and reps
+ATTENTION = Schema(
+    "attention",
+    ("chip", "kernel", "dtype", "head_dim", "causal", "seq_len", "batch", "heads", "kv_heads", "seq_len_q",
+     "mode", "metric", "value", "unit", "spread_pct", "reps"),
+    {"dtype": _one_of(*DTYPES), "head_dim": _int_pos, "causal": _one_of(*BOOLS), "seq_len": _int_pos,
+     "batch": _int_pos, "heads": _int_pos, "kv_heads": _int_pos, "seq_len_q": _int_pos,
+     "mode": _one_of("prefill", "decode"), "metric": _one_of("latency"), "value": _real_pos,
+     "unit": _one_of("us"), "spread_pct": _real_nonneg, "reps": _int_pos},
+)
+
+MICRO = Schema("micro", ("name", "value", "unit", "notes"), {"value": _real})
+
+NUMERICS = Schema(
+    "numerics",
+    ("case", "inputs", "kernel", "dtype", "head_dim", "causal", "seq_len", "batch", "heads", "kv_heads",
+     "rel_l2", "max_abs_err", "nonfinite", "in_npz"),
+    {"dtype": _one_of(*DTYPES), "head_dim": _int_pos, "causal": _one_of(*BOOLS), "seq_len": _int_pos,
+     "batch": _int_pos, "heads": _int_pos, "kv_heads": _int_pos, "rel_l2": _real_nonneg,
+     "max_abs_err": _real_nonneg, "nonfinite": _int_nonneg, "in_npz": _one_of(*BOOLS)},
+)
+
+CHECKS = Schema(
+    "checks",
+    ("kernel", "dtype", "head_dim", "causal", "seq_len", "seq_len_q", "batch", "heads", "kv_heads",
+     "block_m", "block_n", "rel_l2", "tol", "passed", "compile_s"),
+    {"dtype": _one_of(*DTYPES), "head_dim": _int_pos, "causal": _one_of(*BOOLS), "seq_len": _int_pos,
+     "seq_len_q": _int_pos, "batch": _int_pos, "heads": _int_pos, "kv_heads": _int_pos, "block_m": _int_pos,
+     "block_n": _int_pos, "rel_l2": _real_nonneg, "tol": _real_pos, "passed": _one_of(*BOOLS),
+     "compile_s": _real_nonneg},
+)
+
+SKIPPED = Schema(
+    "skipped",
+    ("table", "kernel", "dtype", "head_dim", "causal", "seq_len", "seq_len_q", "batch", "heads", "kv_heads",
+     "mode", "reason"),
+    {"dtype": _one_of(*DTYPES), "head_dim": _int_pos, "causal": _one_of(*BOOLS), "seq_len": _int_pos,
+     "seq_len_q": _int_pos, "batch": _int_pos, "heads": _int_pos, "kv_heads": _int_pos,
+     "mode": _one_of("prefill", "decode")},
+)
+
+SCHEMAS: dict[str, Schema] = {s.name: s for s in (ATTENTION, MICRO, NUMERICS, CHECKS, SKIPPED)}
+
+#: keys every sidecar holds (the provenance of the table next to it)
+PROVENANCE_KEYS = ("table", "gpu", "sm_count", "l2_bytes", "clocks", "clocks_locked", "driver", "cuda",
+                   "torch", "triton", "date_utc", "command", "timing", "finished")
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def csv_text(schema: Schema, rows: Iterable[Mapping[str, Any]]) -> str:
+    """The CSV of ``rows`` (checked; SchemaError on the first bad row)."""
+    checked = [schema.check_row(r, f"row {i}") for i, r in enumerate(rows, 1)]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(schema.columns), lineterminator="\n")
+    w.writeheader()
+    w.writerows(checked)
+    return buf.getvalue()
+
+
+def write_csv(path: str | os.PathLike, schema: Schema, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Check every row, then write the table atomically (nothing is written if any row is bad)."""
+    atomic_write_text(path, csv_text(schema, rows))
+
+
+class Table:
+    """Rows of one schema, kept in memory and rewritten whole (atomically) on every flush.
+
+    ``add`` checks the row at once, so a bad row fails where it is made, not at the end.
+    """
+
+    def __init__(self, path: str | os.PathLike, schema: Schema) -> None:
+        self.path, self.schema, self.rows = Path(path), schema, []
+
+    def add(self, row: Mapping[str, Any], flush: bool = False) -> None:
+        self.rows.append(self.schema.check_row(row, f"row {len(self.rows) + 1}"))
+        if flush:
+            self.flush()
+
+    def flush(self) -> None:
+        write_csv(self.path, self.schema, self.rows)
+
+
+# ---- YAML (a small emitter: nested dicts and lists of scalars; strings JSON-quoted, valid YAML) ----
+def _yaml_scalar(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else (".nan" if math.isnan(v) else (".inf" if v > 0 else "-.inf"))
+    return json.dumps(str(v), ensure_ascii=False)
+
+
+def yaml_text(data: Any, indent: int = 0) -> str:
+    pad = "  " * indent
+    if isinstance(data, Mapping):
+        if not data:
+            return pad + "{}\n"
+        lines = []
+        for k, v in data.items():
+            key = json.dumps(str(k)) if not str(k).replace("_", "").replace("-", "").isalnum() else str(k)
+            if isinstance(v, (Mapping, list, tuple)) and len(v):
+                lines.append(f"{pad}{key}:\n" + yaml_text(v, indent + 1))
+            elif isinstance(v, (Mapping, list, tuple)):
+                lines.append(f"{pad}{key}: {'{}' if isinstance(v, Mapping) else '[]'}\n")
+            else:
+                lines.append(f"{pad}{key}: {_yaml_scalar(v)}\n")
+        return "".join(lines)
+    if isinstance(data, (list, tuple)):
+        lines = []
+        for v in data:
+            if isinstance(v, (Mapping, list, tuple)) and len(v):
+                body = yaml_text(v, indent + 1)
+                lines.append(f"{pad}-\n{body}")
+            else:
+                lines.append(f"{pad}- {_yaml_scalar(v) if not isinstance(v, (Mapping, list, tuple)) else '[]'}\n")
+        return "".join(lines)
+    return pad + _yaml_scalar(data) + "\n"
+
+
+def write_sidecar(csv_path: str | os.PathLike, provenance: Mapping[str, Any]) -> Path:
+    """Write ``<table>.yaml`` next to ``csv_path`` (atomically); every PROVENANCE_KEYS key is required."""
+    missing = [k for k in PROVENANCE_KEYS if k not in provenance]
+    if missing:
+        raise SchemaError(f"sidecar of {Path(csv_path).name}: missing provenance key {missing[0]!r}")
+    out = Path(csv_path).with_suffix(".yaml")
+    atomic_write_text(out, yaml_text(dict(provenance)))
+    return out
+
+
+def read_sidecar_keys(path: str | os.PathLike) -> set[str]:
+    """Top-level keys of a sidecar written by ``write_sidecar`` (no YAML library needed)."""
+    keys = set()
+    for line in Path(path).read_text().splitlines():
+        if line and not line[0].isspace() and not line.startswith(("-", "#")) and ":" in line:
+            key = line.split(":", 1)[0].strip()
+            keys.add(json.loads(key) if key.startswith('"') else key)
+    return keys
+
+
+def check_table_file(path: str | os.PathLike, schema: Schema | None = None) -> int:
+    """Check a written CSV (header, every row) and its sidecar; return the row count."""
+    path = Path(path)
+    schema = schema or SCHEMAS.get(path.stem)
+    if schema is None:
+        raise SchemaError(f"{path.name}: no schema for table {path.stem!r}")
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        header = tuple(reader.fieldnames or ())
+        if header != schema.columns:
+            raise SchemaError(f"{path.name}: header {header} is not {schema.columns}")
+        n = 0
+        for n, row in enumerate(reader, 1):
+            if None in row:
+                raise SchemaError(f"{path.name} row {n}: more fields than columns")
+            schema.check_row(row, f"row {n}")
+    side = path.with_suffix(".yaml")
+    if not side.is_file():
+        raise SchemaError(f"{path.name}: no sidecar {side.name}")
+    missing = [k for k in PROVENANCE_KEYS if k not in read_sidecar_keys(side)]
+    if missing:
+        raise SchemaError(f"{side.name}: missing provenance key {missing[0]!r}")
+    return n
+
+
+def chip_name(device_name: str) -> str:
+    """The validation tables' chip name for a torch device name."""
+    known = {"NVIDIA H100 80GB HBM3": "H100-SXM5-80GB", "NVIDIA H200": "H200", "NVIDIA H100 PCIe": "H100-PCIe",
+             "NVIDIA H100 NVL": "H100-NVL", "NVIDIA H200 NVL": "H200-NVL"}
+    return known.get(device_name, device_name.replace("NVIDIA ", "").replace(" ", "-"))
+
+
+def pct(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (0..100) of an ascending list."""
+    if not sorted_values:
+        raise ValueError("no values")
+    x = (len(sorted_values) - 1) * q / 100.0
+    lo = int(math.floor(x))
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (x - lo)
+
+
+def summarize(times_us: Sequence[float]) -> tuple[float, float]:
+    """(median, (p80 - p20) / median in %) of per-call times."""
+    s = sorted(times_us)
+    med = pct(s, 50)
+    return med, (pct(s, 80) - pct(s, 20)) / med * 100.0 if med > 0 else 0.0
