@@ -1,0 +1,168 @@
+"""The GPU harness's table writer and schemas (standard library only: no torch, no GPU), and the
+committed measurement campaigns in validation/gpu_*/ (every row complete, sidecars with provenance)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness import rows as R  # noqa: E402
+
+CAMPAIGNS = sorted(p for p in (ROOT / "validation").glob("gpu_*") if p.is_dir())
+
+
+def _row(**changes):
+    row = {"chip": "H100-SXM5-80GB", "kernel": "triton_fa2", "dtype": "fp16", "head_dim": 128, "causal": True,
+           "seq_len": 1024, "batch": 2, "heads": 16, "kv_heads": 4, "seq_len_q": 1024, "mode": "prefill",
+           "metric": "latency", "value": 123.5, "unit": "us", "spread_pct": 1.2, "reps": 30}
+    row.update(changes)
+    return row
+
+
+def _prov(table="attention.csv"):
+    return {k: "x" for k in R.PROVENANCE_KEYS} | {"table": table, "clocks_locked": False, "finished": True}
+
+
+def test_rows_module_needs_no_torch():
+    code = "import sys; import harness.rows; assert 'torch' not in sys.modules and 'triton' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_written_table_has_the_schema_columns_in_order(tmp_path):
+    path = tmp_path / "attention.csv"
+    R.write_csv(path, R.ATTENTION, [_row(), _row(kernel="sdpa_cudnn", causal=False, value=99.0)])
+    with path.open(newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        body = list(reader)
+    assert tuple(header) == R.ATTENTION.columns
+    assert header[:8] == ["chip", "kernel", "dtype", "head_dim", "causal", "seq_len", "batch", "heads"]
+    assert body[0][header.index("causal")] == "true" and body[1][header.index("causal")] == "false"
+    assert body[1][header.index("kernel")] == "sdpa_cudnn"
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"dtype": None}, "empty value in column 'dtype'"),
+    ({"dtype": ""}, "empty value in column 'dtype'"),
+    ({"dtype": "fp32"}, "column 'dtype' = 'fp32'"),
+    ({"value": float("nan")}, "column 'value'"),
+    ({"value": -3.0}, "column 'value'"),
+    ({"head_dim": 0}, "column 'head_dim'"),
+    ({"causal": "yes"}, "column 'causal'"),
+    ({"unit": "ms"}, "column 'unit'"),
+    ({"extra": 1}, "unknown column 'extra'"),
+])
+def test_bad_rows_are_refused_with_a_one_line_error(tmp_path, bad, words):
+    row = _row(**bad)
+    path = tmp_path / "attention.csv"
+    with pytest.raises(R.SchemaError) as err:
+        R.write_csv(path, R.ATTENTION, [_row(), row])
+    msg = str(err.value)
+    assert words in msg and "\n" not in msg and "row 2" in msg
+    assert not path.exists()  # nothing written when any row is bad
+
+
+def test_missing_column_is_refused(tmp_path):
+    row = _row()
+    del row["seq_len_q"]
+    with pytest.raises(R.SchemaError, match="missing column 'seq_len_q'"):
+        R.write_csv(tmp_path / "a.csv", R.ATTENTION, [row])
+
+
+def test_table_checks_each_row_when_added(tmp_path):
+    t = R.Table(tmp_path / "micro.csv", R.MICRO)
+    t.add({"name": "hbm_copy_gbps", "value": 3000.0, "unit": "GB/s", "notes": "copy"})
+    with pytest.raises(R.SchemaError, match="micro row 2: empty value in column 'notes'"):
+        t.add({"name": "x", "value": 1.0, "unit": "u", "notes": ""})
+    t.flush()
+    assert len(list(csv.DictReader((tmp_path / "micro.csv").open()))) == 1
+
+
+def test_writes_are_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "attention.csv"
+    R.write_csv(path, R.ATTENTION, [_row()])
+    before = path.read_text()
+    calls = []
+    real_replace = os.replace
+
+    def failing_replace(src, dst):
+        calls.append((Path(src), Path(dst)))
+        raise OSError("disk full")
+
+    monkeypatch.setattr(R.os, "replace", failing_replace)
+    with pytest.raises(OSError):
+        R.write_csv(path, R.ATTENTION, [_row(), _row(value=7.0)])
+    assert path.read_text() == before  # the old complete file is still there
+    assert calls and calls[0][1] == path and calls[0][0].parent == path.parent  # temp file beside the target
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["attention.csv"]  # no temp file left behind
+    monkeypatch.setattr(R.os, "replace", real_replace)
+    R.write_csv(path, R.ATTENTION, [_row(), _row(value=7.0)])
+    assert len(path.read_text().splitlines()) == 3
+
+
+def test_sidecar_needs_the_provenance_keys(tmp_path):
+    csv_path = tmp_path / "attention.csv"
+    prov = _prov()
+    del prov["clocks_locked"]
+    with pytest.raises(R.SchemaError, match="missing provenance key 'clocks_locked'"):
+        R.write_sidecar(csv_path, prov)
+    side = R.write_sidecar(csv_path, _prov() | {"timing": {"method": "events", "reps": 30}})
+    assert side.name == "attention.yaml"
+    assert set(R.PROVENANCE_KEYS) <= R.read_sidecar_keys(side)
+
+
+def test_sidecar_is_valid_yaml():
+    yaml = pytest.importorskip("yaml")
+    data = {"gpu": "NVIDIA H100 80GB HBM3", "clocks": {"clocks.sm": "1980 MHz", "list": [1, 2.5, "a: b"]},
+            "clocks_locked": False, "empty": {}, "none": None, "quote": 'say "hi"\\'}
+    assert yaml.safe_load(R.yaml_text(data)) == data
+
+
+def test_check_table_file_finds_a_bad_row(tmp_path):
+    path = tmp_path / "attention.csv"
+    R.write_csv(path, R.ATTENTION, [_row()])
+    R.write_sidecar(path, _prov())
+    assert R.check_table_file(path) == 1
+    text = path.read_text().replace(",123.5,", ",nan,")
+    path.write_text(text)
+    with pytest.raises(R.SchemaError, match="column 'value'"):
+        R.check_table_file(path)
+
+
+def test_chip_names_and_percentiles():
+    assert R.chip_name("NVIDIA H100 80GB HBM3") == "H100-SXM5-80GB"
+    assert R.chip_name("NVIDIA H200") == "H200"
+    med, spread = R.summarize([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert med == 3.0 and math.isclose(spread, (4.2 - 1.8) / 3 * 100)
+
+
+def test_there_is_a_committed_campaign():
+    assert CAMPAIGNS, "no validation/gpu_* campaign folder"
+
+
+@pytest.mark.parametrize("campaign", CAMPAIGNS, ids=lambda p: p.name)
+def test_campaign_tables_pass_their_schema(campaign):
+    tables = sorted(campaign.glob("*.csv"))
+    assert {"attention.csv", "micro.csv", "numerics.csv"} <= {p.name for p in tables}
+    for path in tables:
+        n = R.check_table_file(path)  # header, every row, sidecar with the provenance keys
+        assert n > 0, f"{path.name} has no rows"
+        side = (path.with_suffix(".yaml")).read_text()
+        assert "clocks_locked: false" in side and "finished: true" in side
+    with (campaign / "attention.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert all(float(r["value"]) > 0 and math.isfinite(float(r["value"])) for r in rows)
+    assert all(r["chip"] == rows[0]["chip"] for r in rows)
+    assert (campaign / "README.md").is_file()
+    npz = campaign / "numerics.npz"
+    if npz.exists():
+        assert npz.stat().st_size < 5 * 2 ** 20
