@@ -22,7 +22,7 @@ LAYERS = [
     ("vfasim.trace", "vfasim.hw", "vfasim.kernel", "vfasim.options"),
     ("vfasim.functional", "vfasim.sim", "vfasim.chip", "vfasim.workloads", "vfasim.qkv_files"),
     ("vfasim.report.perfetto", "vfasim.report.chip_perfetto"),
-    ("vfasim.inputs", "vfasim.spec", "vfasim.prepare", "vfasim.chip_run", "vfasim.api"),
+    ("vfasim.inputs", "vfasim.spec", "vfasim.row", "vfasim.prepare", "vfasim.chip_run", "vfasim.api"),
     ("vfasim.sweep", "vfasim.validate", "vfasim.calibrate",
      "vfasim.figure", "vfasim.sensitivity"),
     ("vfasim.report",),

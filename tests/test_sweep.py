@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import vfasim
 import vfasim.sweep as sweep
 from vfasim.cli import main
 from vfasim.hw import load_hw
@@ -38,7 +39,7 @@ def test_two_set_axes_give_their_cartesian_product(tmp_path, capsys):
     frame = pd.read_csv(tmp_path / "results.csv")
     pairs = list(zip(frame["score_buffers"], frame["pipelines.exp.throughput.float32"]))
     assert pairs == [(2, 16), (2, 32), (4, 16), (4, 32)]
-    assert {"hw", "algo", "latency_cycles", "bottleneck", "bottleneck_role", "share_tensor", "share_vector",
+    assert {"hw", "algo", "latency_cycles", "bottleneck", "bound", "share_tensor", "share_vector",
             "share_exp", "speedup", "cube_busy_cycles", "exp_utilization", "rel_err_vs_fp64"} <= set(frame)
     assert len(set(frame["hw_digest"])) == 4  # each point ran its own config
     assert "4 computed (numerics computed 1 time, reused for 3 more points), 0 reused" in out
@@ -174,7 +175,7 @@ def test_exp_throughput_study_at_tiny_size(tmp_path, capsys):
     assert sorted(set(what_if.exp_scale)) == [0.5, 1, 2, 4, 8] and set(what_if.algo) == {"fa2", "vfa"}
     baseline = frame[frame.hw == "C16V32"]
     assert len(baseline) == 1 and baseline[study.SPEEDUP].iloc[0] == 1.0
-    assert set(frame.bottleneck_role) <= {"tensor", "vector", "exp", "memory"}
+    assert set(frame.bound) <= {"tensor", "vector", "exp", "memory"}
     assert (tmp_path / "speedup_vs_c16v32.png").stat().st_size > 0
     assert len(pd.read_csv(tmp_path / "results.csv")) == 11
     assert [c["claim_id"] for c in study.paper_claims()] == ["P7"]
@@ -212,3 +213,15 @@ def test_pareto_plot_marks_broken_points_and_skips_unchecked_runs(tmp_path, caps
     assert cli(capsys, "sweep", "--hw", "C16V32", "--algo", "fa2", "--set", "numerics=off", *SMALL_ARGS,
                "--jobs", "1", "--out", str(only_off))[0] == 0
     assert not (only_off / "pareto.png").exists()  # no checked run: no error axis to draw
+
+
+def test_a_chip_point_has_the_same_row_in_a_sweep_as_in_run(tmp_path):
+    # one flattening (vfasim.row): the sweep's table carries the chip's figures and names its bound as run does
+    kw = dict(seq_len=1024, heads=4, batch=2, numerics_heads=0)
+    [point] = make_points(["H100-SXM"], ["fa2"], [], kw)
+    result = run_sweep([point], tmp_path / "out", jobs=1)
+    row = results_frame(result).iloc[0]
+    alone = vfasim.run("H100-SXM", "fa2", **kw)
+    assert row["bound"] == alone.bound == alone.chip["bound"]
+    for col in ("chip_tflops", "chip_waves", "chip_hbm_bytes", "kernel"):
+        assert row[col] == alone.to_row()[col]

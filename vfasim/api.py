@@ -22,6 +22,7 @@ from vfasim.prepare import Prepared, checked_numerics, digest, engine_precision,
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import simulate, timing_stats
 from vfasim.sim.critical import critical_path
+from vfasim.row import result_row
 from vfasim.spec import run_spec
 
 __all__ = ["DEFAULT_BLOCK", "DEFAULT_KERNEL", "Options", "RunResult", "engine_precision", "run", "run_configs"]
@@ -49,7 +50,8 @@ class RunResult:
     latency_us: float
     pipelines: dict[str, dict[str, float]]
     shares: dict[str, float]
-    bottleneck: str
+    bottleneck: str  # the busiest pipeline (or shared issue stream, "vector+exp") by utilisation
+    bound: str  # what limits the run, one definition: the chip's bound on a chip, else the bottleneck's role
     ops: dict[str, int]
     manifest: dict[str, object]
     numerics: dict[str, object]
@@ -66,6 +68,10 @@ class RunResult:
     def to_dict(self) -> dict:
         """A plain, mutable, JSON-able copy."""
         return {name: thaw(getattr(self, name)) for name in self.__dataclass_fields__}
+
+    def to_row(self) -> dict[str, object]:
+        """The result as one flat table row (``vfasim.row``): what sweeps tabulate, one column per figure."""
+        return result_row(self.to_dict())
 
 
 @checked
@@ -171,7 +177,8 @@ def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
     return RunResult(
         hw=config.name, algo=algo, workload=workload, latency_cycles=stats.latency_cycles,
         latency_us=stats.latency_cycles / (config.clock_ghz * 1e3), pipelines=stats.pipelines,
-        shares=stats.shares, bottleneck=stats.bottleneck, ops=stats.ops, manifest=manifest,
+        shares=stats.shares, bottleneck=stats.bottleneck, bound=role_of(stats.bottleneck, config), ops=stats.ops,
+        manifest=manifest,
         numerics=numerics,
         shape={"seq_len": tiling.seq_len, "kv_len": tiling.kv_len, "head_dim": tiling.head_dim,
                "heads": tiling.heads, "kv_heads": tiling.kv_heads, "block_q": tiling.block_q, "block_k": block_k,
@@ -188,6 +195,11 @@ def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, o
             "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "schedule")
     return RunResult(**run_chip(config, algo, options=merged_options(options, option_kwargs),
                                 kernel=args["kernel"] or DEFAULT_KERNEL, **{k: args[k] for k in keys}))
+
+
+def role_of(stream: str, config: HardwareConfig) -> str:
+    """The role(s) of a pipeline or shared issue stream ("vector+exp"): a core run's bound."""
+    return "+".join(config.pipelines[n].role for n in stream.split("+"))
 
 
 def _kernel_spec(kernel: str | Path | Kernel | None, config: HardwareConfig) -> tuple[str, str] | None:

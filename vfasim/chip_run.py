@@ -187,6 +187,7 @@ def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, po
         "latency_us": us, "pipelines": pipes,
         "shares": {c: (v / total if total else 0.0) for c, v in by_class.items()},
         "bottleneck": busiest_stream({n: p["utilization"] for n, p in pipes.items()}, config),
+        "bound": res.bound,
         "ops": {k: int(v) for k, v in res.kind_cycles.items()},
         "manifest": {"version": __version__, "hw_digest": config.digest(), "seed": seed,
                      "trace_digest": trace.digest(), "trace_ops": len(trace),

@@ -297,7 +297,7 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
         print(f"note: numerics checked on {len(doc['numerics']['sampled_query_blocks'])} sampled query blocks "
               f"(more than {FULL_LIMIT:,} score entries); --numerics full checks every row", file=sys.stderr)
     broken = args.check and doc["numerics"].get("verdict") == "broken"
-    return (to_json(doc) if args.json else format_run(doc)), EXIT_BROKEN if broken else 0
+    return (to_json({**doc, "row": result.to_row()}) if args.json else format_run(doc)), EXIT_BROKEN if broken else 0
 
 
 #: options of vfasim run that choose outputs, not the run: allowed beside --spec

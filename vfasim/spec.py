@@ -47,7 +47,7 @@ def read_spec(path: str | Path) -> dict[str, Any]:
         raise VfasimError(f"spec {path}: cannot read ({exc.strerror})") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise VfasimError(f"spec {path}: not a JSON document") from None
-    spec = doc.get("spec", doc) if isinstance(doc, dict) else None
+    spec = doc.get("spec", doc) if isinstance(doc, dict) else None  # the --json document or the spec alone
     if not isinstance(spec, dict) or spec.get("version") != SPEC_VERSION:
         raise VfasimError(f"spec {path}: no run spec of version {SPEC_VERSION} in it (give the output of "
                           "vfasim run --json, or its 'spec')")

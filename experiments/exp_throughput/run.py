@@ -24,7 +24,7 @@ HW, BASE_HW, BASE_ALGO = "C4V16", "C16V32", "fa2"
 ALGOS = ("fa2", "vfa")
 SCALES = (0.5, 1, 2, 4, 8)
 SPEEDUP, CEILING = "speedup_vs_c16v32_fa2", "speedup_ceiling"
-COLUMNS = ("hw", "algo", "exp_scale", "exp16_per_cycle", "latency_cycles", SPEEDUP, CEILING, "bottleneck_role",
+COLUMNS = ("hw", "algo", "exp_scale", "exp16_per_cycle", "latency_cycles", SPEEDUP, CEILING, "bound",
            "share_tensor", "share_vector", "share_exp")
 
 

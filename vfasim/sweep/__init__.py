@@ -259,18 +259,16 @@ def _check_options(algo: str, kwargs: dict) -> None:
 
 
 def run_group(hw_docs: list[dict], algo: str, run_kwargs: list[dict]) -> list[dict]:
-    """Result documents (plus each pipeline's role) of points of one group (see ``group_key``).
+    """Result documents of the points of one group (see ``group_key``).
 
     The functional run is done once for the group and its trace timed on every point's config.
     """
     configs = [HardwareConfig.model_validate(doc) for doc in hw_docs]
     if configs[0].chip is not None or set(run_kwargs[0]) & CHIP_KEYWORDS:  # chip runs: one by one
-        return [{**run(c, algo, **kw).to_dict(), "roles": {n: p.role for n, p in c.pipelines.items()}}
-                for c, kw in zip(configs, run_kwargs)]
+        return [run(c, algo, **kw).to_dict() for c, kw in zip(configs, run_kwargs)]
     shared = {k: v for k, v in run_kwargs[0].items() if k != "schedule"}
     results = run_configs(configs, algo, schedules=[kw.get("schedule", "pipelined") for kw in run_kwargs], **shared)
-    return [{**r.to_dict(), "roles": {name: p.role for name, p in c.pipelines.items()}}
-            for r, c in zip(results, configs)]
+    return [r.to_dict() for r in results]
 
 
 #: run keywords of chip launches, which ``run_configs`` does not take

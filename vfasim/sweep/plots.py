@@ -21,33 +21,21 @@ from matplotlib.lines import Line2D
 from matplotlib.typing import ColorType
 
 from vfasim.outputs import save_figure, write_with
+from vfasim.row import result_row
 
-ROLE_MARKERS = {"tensor": "o", "vector": "s", "exp": "^", "vector+exp": "P", "memory": "D"}
+ROLE_MARKERS = {"tensor": "o", "vector": "s", "exp": "^", "vector+exp": "P", "memory": "D", "launch": "X"}
 SHARE_COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
 #: every file ``write_sweep`` writes into its folder
 SWEEP_FILES = ("results.csv", "results.parquet", *(f"{s}.{e}" for s in ("latency", "speedup", "shares")
                                                    for e in ("png", "svg")))
-TABLE_FIGURES = ("latency_cycles", "speedup", "verdict", "rel_err_vs_fp64", "bottleneck", "bottleneck_role",
+TABLE_FIGURES = ("latency_cycles", "speedup", "verdict", "rel_err_vs_fp64", "bound", "bottleneck",
                  "share_tensor", "share_vector", "share_exp")
 
 
 def sweep_row(record: dict) -> dict:
-    """One row: a point's inputs, then every figure of its result as a scalar column."""
-    doc = record["result"]
-    role = "+".join(doc["roles"].get(n, "") for n in doc["bottleneck"].split("+"))  # a shared stream: "vector+exp"
-    row = {**record["inputs"], "latency_cycles": doc["latency_cycles"], "latency_us": doc["latency_us"],
-           "bottleneck": doc["bottleneck"], "bottleneck_role": role}
-    row |= {f"share_{k}": v for k, v in doc["shares"].items()}
-    row |= {f"{pipe}_{k}": v for pipe, stats in doc["pipelines"].items() for k, v in stats.items()}
-    row |= {f"op_{k}_cycles": v for k, v in doc["ops"].items()}
-    row |= {f"critical_{k}_cycles": v for k, v in doc.get("critical_path", {}).get("by_pipeline", {}).items()}
-    for k, v in doc["numerics"].items():
-        if isinstance(v, list):  # the worst rows: in the run's own output, not a table cell
-            continue
-        row |= {f"{k}_{k2}": v2 for k2, v2 in v.items()} if isinstance(v, dict) else {k: v}
-    row |= {k: doc["shape"][k] for k in doc["shape"] if k not in row}
-    return row | {"workload": doc["workload"], "trace_digest": doc["manifest"]["trace_digest"],
-                  "hw_digest": doc["manifest"]["hw_digest"], "key": record["key"]}
+    """One row: a point's inputs, then its result's row (``vfasim.row``: the same as ``RunResult.to_row``)."""
+    row = result_row(record["result"])
+    return {**record["inputs"], **{k: v for k, v in row.items() if k not in record["inputs"]}, "key": record["key"]}
 
 
 def sweep_frame(records: list[dict], series: list[str]) -> pd.DataFrame:
@@ -97,7 +85,7 @@ def plot_metric(frame: pd.DataFrame, x: str, series: list[str], y: str, stem: Pa
     for name, group in _groups(frame, series):
         xs = [positions[v] for v in group[x]]
         line, = ax.plot(xs, group[y], label=name, lw=1.5)
-        _mark_bottlenecks(ax, xs, list(group[y]), list(group["bottleneck_role"]), line.get_color())
+        _mark_bottlenecks(ax, xs, list(group[y]), list(group["bound"]), line.get_color())
         _mark_verdicts(ax, xs, list(group[y]), list(group.get("verdict", [])))
     if reference is not None:
         ax.axhline(reference[0], color="grey", ls="--", lw=1)
@@ -218,7 +206,7 @@ def _share_bars(ax: Axes, group: pd.DataFrame, x: str) -> None:
         values = list(group.get(f"share_{role}", [0.0] * len(group)))
         ax.bar(pos, values, bottom=bottom, color=color, label=role, width=0.7)
         bottom = [b + v for b, v in zip(bottom, values)]
-    roles = list(group["bottleneck_role"])
+    roles = list(group["bound"])
     verdicts = list(group.get("verdict", [""] * len(group)))
     for i, role in enumerate(roles):
         ax.text(i, 1.01, role, ha="center", va="bottom", fontsize=7)
@@ -248,7 +236,7 @@ def _mark_bottlenecks(ax: Axes, xs: list, ys: list, roles: list[str], color: Col
 
 
 def _role_handles(frame: pd.DataFrame) -> list:
-    roles = [r for r in ROLE_MARKERS if r in set(frame["bottleneck_role"])]
+    roles = [r for r in ROLE_MARKERS if r in set(frame["bound"])]
     return [Line2D([], [], color="black", marker=ROLE_MARKERS[r], ls="", label=f"{r}-bound") for r in roles]
 
 
