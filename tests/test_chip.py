@@ -112,11 +112,13 @@ DECODE = dict(seq_len=8192, head_dim=128, heads=8, kv_heads=2, batch=4, decode=T
 def test_decode_is_memory_bound_and_scales_with_hbm_bandwidth(tmp_path):
     # fa3: its warp groups read shared memory once per tile (fa2's four warps each read K and V, which at
     # twice the HBM bandwidth would take more than the shared-memory port gives; see the next test)
-    untuned = "  kernel_tuning:\n    fa3:\n      tensor_efficiency: 1.0\n      unit_overhead_cycles: 0\n"
+    untuned = ("  launch_overhead_us: 0  # assumed, because the test checks the bandwidth term alone\n"
+               "  kernel_tuning:\n    fa3:\n      tensor_efficiency: 1.0\n      unit_overhead_cycles: 0\n")
+    hbm = 2 * load_hw("H100-SXM").chip.hbm.bandwidth_gb_per_s
     plain, fast = tmp_path / "plain.yaml", tmp_path / "fast.yaml"  # without the fitted per-unit overhead
     plain.write_text("base: H100-SXM\nname: plain\nchip:\n" + untuned)
     fast.write_text("base: H100-SXM\nname: fast-hbm\nchip:\n  hbm:\n"
-                    "    bandwidth_gb_per_s: 6700  # assumed, because a test doubles HBM\n" + untuned)
+                    f"    bandwidth_gb_per_s: {hbm}  # assumed, because a test doubles HBM\n" + untuned)
     base = vfasim.run(plain, "fa2", kernel="fa3", dispatch="waves", **DECODE)
     double = vfasim.run(fast, "fa2", kernel="fa3", dispatch="waves", **DECODE)
     assert base.chip["bound"] == "memory" and base.chip["unit_bounds"]["hbm"] >= 0.95 * base.chip["units"]

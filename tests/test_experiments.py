@@ -62,3 +62,31 @@ def test_real_chips_predicts_each_variant_beside_its_numerics(tmp_path):
     assert ("bf16", "prefill", "FA2") in ran and ("fp8_e4m3", "prefill", "VFA") in ran
     assert ("fp8_e4m3", "prefill", "FA2") not in ran  # the FA2 kernel has no fp8 path
     assert (tmp_path / "results.md").read_text().startswith("| chip | format | mode |")
+
+
+def _script(folder: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / folder / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_measured_vfa_speedups_pair_the_campaign_rows_with_the_model(tmp_path):
+    study = _script("real_chips", "measured")
+    rows, unstable = study.pairs(ROOT / "validation" / "gpu_h100_2026_11" / "attention.csv")
+    assert len(rows) + unstable >= 100 and all(r["fa2_us"] > 0 and r["vfa_attn_us"] > 0 for r in rows)
+    got = study.main(["--max-shapes", "1", "--out", str(tmp_path)])
+    [r] = got
+    assert r["measured_speedup"] == r["fa2_us"] / r["vfa_us"]  # the ratio of two measured rows, not a model figure
+    assert r["speedup_error"] == r["predicted_speedup"] - r["measured_speedup"]
+    assert (tmp_path / "measured.md").read_text().startswith("| chip | dtype | causal |")
+
+
+def test_gpu_and_model_numerics_on_the_same_inputs(tmp_path):
+    study = _script("real_chips", "gpu_numerics")
+    rows = study.main(["--cases", "sink_fp16_d128_n1024_causal", "--out", str(tmp_path)])
+    by = {r["kernel"]: r for r in rows}
+    assert set(by) == {"triton_fa2", "triton_vfa", "triton_vsa"}
+    for r in rows:  # the same function in the same formats: outputs agree to an fp16 ulp or two
+        assert r["max_ulp_gpu_vs_model"] <= 2 and r["bit_identical_fraction"] > 0.99
+        assert r["gpu_rel_err"] < 1e-2 and r["model_fp16_out_rel_err"] < 1e-2

@@ -130,3 +130,16 @@ def test_regimes_are_declared_by_geometry_not_by_error():
     assert regime(Prediction(decode, 1.0, "memory", {}, 1)) in ("short KV", "long KV")
     assert regime(Prediction(prefill, 1.0, "tensor", {}, 1)) == "one wave"
     assert regime(Prediction(prefill, 1e9, "tensor", {}, 3)) == "many waves"  # the error plays no part
+
+
+def test_a_run_says_whether_measurements_cover_it(capsys):
+    from vfasim.validate import coverage
+
+    assert coverage("H100-SXM", "fa2", False, 4096, 128, "fp16")[0]
+    assert not coverage("H200", "fa3", True, 16384, 128, "bf16")[0]  # H200's decode rows are fp8 only
+    inside, note = coverage("H100-SXM", "triton", False, 100_000, 64, "fp16")
+    assert not inside and note.startswith("outside the measured range") and "seq 256-16384" in note
+    assert coverage("B200", "fa4", False, 1024, 128, "fp16") == (
+        False, "outside the measured range: no shipped measurement of kernel fa4 fp16 prefill on B200")
+    assert main(["run", "--hw", "B200", "--algo", "fa2", "--kernel", "fa4", "--seq-len", "512", "--heads", "2"]) == 0
+    assert "note: outside the measured range" in capsys.readouterr().err

@@ -21,6 +21,7 @@ from vfasim.kernel import Kernel
 from vfasim.validate import (
     CHIP_KERNELS,
     CHIPS,
+    ROW_RUNS,
     Prediction,
     Row,
     chip_name,
@@ -58,7 +59,8 @@ class Fitted:
 
 def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1) -> Fitted | None:
     """Tune (chip, style) on its fit rows; None when it has fewer than two."""
-    mine = [r for r in rows if r.fit and chip_name(r) == chip and _kernel_name(r) == style]
+    mine = [r for r in rows if r.fit and chip_name(r) == chip and _kernel_name(r) == style
+            and ROW_RUNS.get(r.kernel, ("", "all"))[1] != "prepass"]  # a pre-pass row has no tuned parameter
     if len(mine) < 2:
         return None
     base = load_hw(chip)

@@ -64,7 +64,7 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
                                    decode, queries, group, options.lam)
     tu = Tiling(*unit_args, heads // group, kv_heads)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
-                   _flops(t) * batch, representative)
+                   _flops(t) * batch, representative, seq_len)
     res = simulate_chip(trace, config, k, rule, geo, _shape(tu, precision), dispatch, schedule)
     numerics, used = _numerics(config, algo, options, numerics_heads, heads, kv_heads, tiling_args, seed,
                                workload, decode, queries, policy)
@@ -218,6 +218,7 @@ def chip_summary(res: ChipResult, config: HardwareConfig, kernel: str, dispatch:
         "achieved_hbm_tbps": res.hbm_bytes / seconds / 1e12 if seconds else 0.0,
         "achieved_l2_tbps": res.l2_port_bytes / seconds / 1e12 if seconds else 0.0,
         "bound": res.bound,
+        "prepass_cycles": res.prepass_cycles, "prepass_us": res.prepass_cycles / (config.clock_ghz * 1e3),
         "utilization": {k.removeprefix("class_"): v for k, v in res.utilization.items() if k.startswith("class_")},
         "unit_bounds": unit_bound_counts(res.times),
         "numerics_heads": used,

@@ -296,8 +296,22 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
     if args.numerics is None and doc["numerics"].get("numerics_mode") == "sample":
         print(f"note: numerics checked on {len(doc['numerics']['sampled_query_blocks'])} sampled query blocks "
               f"(more than {FULL_LIMIT:,} score entries); --numerics full checks every row", file=sys.stderr)
+    if doc["chip"]:  # a real chip: say whether measurements cover the run
+        doc["validation"] = _coverage(doc)
+        if not doc["validation"]["inside"] and not args.json:
+            print(f"note: {doc['validation']['note']}", file=sys.stderr)
     broken = args.check and doc["numerics"].get("verdict") == "broken"
     return (to_json({**doc, "row": result.to_row()}) if args.json else format_run(doc)), EXIT_BROKEN if broken else 0
+
+
+def _coverage(doc: dict) -> dict:
+    from vfasim.validate import TABLE_FORMATS, coverage
+
+    shape = doc["shape"]
+    fmt = doc["spec"]["matmul_format"] or TABLE_FORMATS.get(load_hw(doc["spec"]["hw"]).precision.matmul, "")
+    inside, note = coverage(doc["hw"], doc["options"]["kernel"], shape["decode"], shape["kv_len"], shape["head_dim"],
+                            fmt)
+    return {"inside": inside, "note": note}
 
 
 #: options of vfasim run that choose outputs, not the run: allowed beside --spec

@@ -147,10 +147,6 @@ class Trace:
     def __len__(self) -> int:
         return int(self.kind.size)
 
-    def kind_counts(self) -> dict[str, int]:
-        counts = np.bincount(self.kind, minlength=len(KIND_NAMES))
-        return {KIND_NAMES[i]: int(c) for i, c in enumerate(counts) if c}
-
     @staticmethod
     def kind_code(name: str) -> int:
         return KIND_CODE[name]

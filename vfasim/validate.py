@@ -41,11 +41,22 @@ CHIPS = {"H100-SXM5-80GB": "H100-SXM", "H100": "H100-SXM", "H200": "H200", "B200
          "Ascend-910B2": "Ascend-910B"}
 #: table dtype -> matmul format
 FORMATS = {"fp16": "fp16", "16bit": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8_e4m3"}
+#: a config's matmul data type -> the tables' format name
+TABLE_FORMATS = {"float16": "fp16", "bfloat16": "bf16", "float8_e4m3": "fp8_e4m3", "float8_e5m2": "fp8_e5m2",
+                 "float4_e2m1": "fp4"}
 #: tables whose values are transcriptions the README asks not to fit on
 UNVERIFIED_TABLES = frozenset({"h100_fa3_fp8_forward.csv"})
 #: the declared fit rows: sequence lengths (every other length is held out)
 FIT_SEQ_LENS = (1024, 8192)
 CHIP_KERNELS = ("fa2", "fa3", "ascend-pto", "triton")  # kernels whose per-chip tuning `fit` sets
+#: table kernels that run another algorithm than fa2 on their kernel, and which launches their time covers:
+#: all, main (the attention kernel alone) or prepass (VFA's key-summary launch alone)
+ROW_RUNS = {"triton_vfa": ("vfa", "all"), "triton_vfa_attn": ("vfa", "main"), "triton_vfa_minit": ("vfa", "prepass")}
+#: a measured row whose spread (p80 - p20 over the median) is above this caught a slow episode: not compared
+UNSTABLE_SPREAD_PCT = 20.0
+#: rows of each (chip, kernel, format, mode) group of a measurement campaign that validate compares by default,
+#: spread evenly over the table in file order (the published tables are compared whole); --rows sets another cap
+CAMPAIGN_ROWS_PER_GROUP = 12
 SHORT_KV = 4096  # decode rows below this K/V length form the "short KV" regime
 
 
@@ -75,6 +86,12 @@ class Row:
     metric: str  # "tflops" or "latency_us"
     value: float
     clock_mhz: float | None
+    spread_pct: float | None = None  # measured campaigns: (p80 - p20) / median of the repetitions, percent
+
+    @property
+    def campaign(self) -> bool:
+        """A row of a measurement campaign (validation/<campaign>/attention.csv) rather than a published table."""
+        return "/" in self.table
 
     @property
     def flops(self) -> float:
@@ -92,10 +109,12 @@ class Row:
 
 
 def load_rows() -> list[Row]:
-    """Every row of every shipped table, in file order."""
+    """Every row of every shipped table, in file order: the published tables, then each campaign's attention.csv."""
     root = resources.files("vfasim").joinpath("validation")
-    files = sorted((f for f in root.iterdir() if f.name.endswith(".csv")), key=lambda f: f.name)
-    return [_row(f.name, r) for f in files for r in csv.DictReader(f.read_text().splitlines())]
+    files = sorted(((f.name, f) for f in root.iterdir() if f.name.endswith(".csv")), key=lambda nf: nf[0])
+    campaigns = sorted((d.name, d.joinpath("attention.csv")) for d in root.iterdir() if d.is_dir())
+    files += [(f"{name}/attention.csv", f) for name, f in campaigns if f.is_file()]
+    return [_row(name, r) for name, f in files for r in csv.DictReader(f.read_text().splitlines())]
 
 
 def _row(table: str, r: dict) -> Row:
@@ -107,7 +126,8 @@ def _row(table: str, r: dict) -> Row:
                int(r["seq_len"]), int(r.get("seq_len_q") or r["seq_len"]), int(r["batch"]), int(r["heads"]),
                int(r.get("kv_heads") or r["heads"]), r.get("mode", "prefill") == "decode",
                "tflops" if tflops else "latency_us", value,
-               float(r["clock_mhz"]) if r.get("clock_mhz") else None)
+               float(r["clock_mhz"]) if r.get("clock_mhz") else None,
+               float(r["spread_pct"]) if r.get("spread_pct") else None)
 
 
 def why_not(row: Row) -> str:
@@ -118,6 +138,8 @@ def why_not(row: Row) -> str:
         return "no kernel description"
     if row.dtype not in FORMATS:
         return "unknown format"
+    if row.spread_pct is not None and row.spread_pct > UNSTABLE_SPREAD_PCT:
+        return f"unstable measurement (spread above {UNSTABLE_SPREAD_PCT:g}%)"
     return "" if row.decode or row.seq_len_q == row.seq_len else "prefill with fewer queries than keys"
 
 
@@ -154,11 +176,14 @@ def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | Non
     k = kernel or kernel_for(row.kernel)
     if k is None:
         raise VfasimError(f"no kernel description predicts {row.kernel} rows")
-    res = run(hw, "fa2", seq_len=row.seq_len, head_dim=row.head_dim, causal=row.causal,
+    algo, part = ROW_RUNS.get(row.kernel, ("fa2", "all"))
+    res = run(hw, algo, seq_len=row.seq_len, head_dim=row.head_dim, causal=row.causal,
               heads=row.heads, kv_heads=row.kv_heads, batch=row.batch, decode=row.decode,
               queries=row.seq_len_q if row.decode else 1, kernel=k,
               matmul_format=FORMATS[row.dtype], numerics_heads=0)
-    seconds = res.latency_cycles / (hw.clock_ghz * 1e9)
+    prepass = int(res.chip["prepass_cycles"])  # type: ignore[call-overload]
+    cycles = {"all": res.latency_cycles, "main": res.latency_cycles - prepass, "prepass": prepass}[part]
+    seconds = cycles / (hw.clock_ghz * 1e9)
     value = row.flops / seconds / 1e12 if row.metric == "tflops" else seconds * 1e6
     chip: dict = res.chip
     util = {k: float(v) for k, v in chip["utilization"].items()}
@@ -184,15 +209,18 @@ def _predict_star(args: tuple) -> Prediction:
 
 
 def subset(rows: list[Row], per_group: int | None) -> list[Row]:
-    """At most ``per_group`` rows of each ``row_group``, evenly spread over the group (None: all)."""
-    if per_group is None:
-        return rows
-    groups: dict[tuple[str, str, str, str], list[Row]] = {}
+    """At most ``per_group`` rows of each ``row_group``, evenly spread over the group in file order; None: every
+    published row and ``CAMPAIGN_ROWS_PER_GROUP`` of each campaign group."""
+    groups: dict[tuple[str, ...], list[Row]] = {}
     for r in rows:
-        groups.setdefault(row_group(r), []).append(r)
+        groups.setdefault(row_group(r), []).append(r)  # a campaign's kernel names are its own: no group mixes
     keep: set[int] = set()
     for members in groups.values():
-        idx = np.unique(np.linspace(0, len(members) - 1, min(per_group, len(members))).round().astype(int))
+        cap = per_group if per_group is not None else CAMPAIGN_ROWS_PER_GROUP if members[0].campaign else None
+        if cap is None:
+            keep.update(id(m) for m in members)
+            continue
+        idx = np.unique(np.linspace(0, len(members) - 1, min(cap, len(members))).round().astype(int))
         keep.update(id(members[i]) for i in idx)
     return [r for r in rows if id(r) in keep]
 
@@ -241,3 +269,19 @@ def spec_only(config: HardwareConfig) -> HardwareConfig:
 def mape(preds: list[Prediction]) -> float | None:
     return float(np.mean([abs(p.error) for p in preds])) if preds else None
 
+
+
+def coverage(chip: str, kernel: str, decode: bool, seq_len: int, head_dim: int, fmt: str) -> tuple[bool, str]:
+    """(inside, one line): whether shipped measurements of this built-in chip and kernel cover a run's mode,
+    matmul format (``fp16``, ``bf16``, ``fp8_e4m3``, ...), sequence length and head dim. A run outside them is a
+    prediction the model was never checked on."""
+    mode = f"{fmt} {'decode' if decode else 'prefill'}"
+    mine = [r for r in load_rows() if CHIPS.get(r.chip) == chip and r.decode == decode and modelled(r)
+            and FORMATS[r.dtype] == fmt and (k := kernel_for(r.kernel)) is not None and k.name == kernel]
+    if not mine:
+        return False, f"outside the measured range: no shipped measurement of kernel {kernel} {mode} on {chip}"
+    seqs, dims = [r.seq_len for r in mine], sorted({r.head_dim for r in mine})
+    where = (f"{len(mine)} rows of {chip} {kernel} {mode}: seq {min(seqs)}-{max(seqs)}, head dims "
+             f"{', '.join(map(str, dims))}")
+    inside = min(seqs) <= seq_len <= max(seqs) and head_dim in dims
+    return inside, f"{'inside' if inside else 'outside'} the measured range ({where}; vfasim validate compares them)"

@@ -6,6 +6,8 @@ and fp4, prefill and decode, it runs each variant below through the chip model w
 and checks its numerics on a few heads (``--numerics-heads``). Speedups are latency ratios against FA2 on
 the FA2 kernel and against FA2 on the chip's own kernel, same chip, format and mode. A variant whose kernel
 has no tile for the format (FA2 has no fp8 path) or no decode path is listed with the reason, not dropped.
+``measured_range`` says whether shipped measurements of that chip, kernel and mode cover the shape
+(``vfasim.validate.coverage``): a row outside is a prediction the model was never checked on.
 Writes DIR/results.csv and DIR/results.md (default DIR: experiments/real_chips/out).
 
 Kernels (``kernels/*.yaml``): the chip's own is FA3 on Hopper, FA4 on Blackwell (prefill; decode runs the
@@ -27,6 +29,7 @@ from vfasim.hw import load_hw
 from vfasim.hw.formats import supported_formats
 from vfasim.report.tables import write_table
 from vfasim.errors import VfasimError
+from vfasim.validate import coverage
 
 HERE = Path(__file__).resolve().parent
 CHIPS = ("H100-SXM", "H200", "B200", "B300", "Ascend-910B")
@@ -42,7 +45,7 @@ VARIANTS: dict[str, tuple[str, str, dict]] = {  # name -> (algorithm, kernel or 
     **{f"VSA lam={lam:g}": ("vsa", "own", {"lam": lam}) for lam in LAMS},
 }
 COLUMNS = ("chip", "format", "mode", "variant", "kernel", "latency_us", "tflops", "bound", "speedup_vs_fa2",
-           "speedup_vs_base", "verdict", "rel_err_vs_fp64", "skipped_block_fraction", "note")
+           "speedup_vs_base", "verdict", "rel_err_vs_fp64", "skipped_block_fraction", "measured_range", "note")
 
 
 def formats(chip: str) -> list[str]:
@@ -63,7 +66,10 @@ def shape(mode: str, args: argparse.Namespace) -> dict:
 def one(chip: str, fmt: str, mode: str, variant: str, args: argparse.Namespace) -> dict:
     algo, kernel, opts = VARIANTS[variant]
     kernel = (OWN_DECODE if mode == "decode" else OWN)[chip] if kernel == "own" else kernel
-    row = {"chip": chip, "format": fmt, "mode": mode, "variant": variant, "kernel": kernel, "note": ""}
+    sizes = shape(mode, args)
+    inside, _ = coverage(chip, kernel, mode == "decode", sizes["seq_len"], args.head_dim, fmt)
+    row = {"chip": chip, "format": fmt, "mode": mode, "variant": variant, "kernel": kernel, "note": "",
+           "measured_range": "inside" if inside else "outside"}
     try:
         res = run(chip, algo, head_dim=args.head_dim, kernel=kernel, matmul_format=fmt,
                   numerics_heads=args.numerics_heads, **shape(mode, args), **opts)

@@ -30,7 +30,7 @@ Chip-level figures:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from vfasim.hw.chip import ChipSpec, CoreLimits, KernelTuning
 from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.kernel import Kernel, TileRule
 from vfasim.sim import op_cycles
-from vfasim.trace import KIND_NAMES, Trace
+from vfasim.trace import KIND_CODE, KIND_NAMES, Trace
 
 ROLES = ("tensor", "vector", "exp")
 BUSY_ENOUGH = 0.5  # below this utilisation no resource bounds the chip: the launch itself does
@@ -67,6 +67,7 @@ class Geometry:
     causal: bool
     flops: float
     representative: bool
+    kv_len: int = 0  # keys per K/V head (0: n_kblocks whole blocks)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class ChipResult:
     hbm_bytes: float
     l2_bytes: float
     l2_port_bytes: float
+    prepass_cycles: int = 0  # the key-summary launch before the main one (VFA with a prepass kernel)
 
 
 @dataclass(frozen=True)
@@ -121,15 +123,33 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.unit_overhead_cycles)
     launch = build_launch(trace, rows, kv_key, label, splits)
     operand_warps = (rule.warps or kernel.warps) if kernel.operands_from_shared else 0
+    prepass = kernel.minit == "prepass" and bool(np.any(trace.kind == KIND_CODE["key_summary"]))
     core_k = timing_core(plan.core, kernel.mma == "per_stream", operand_warps, streams, shape, chip.core_limits)
+    if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
+        core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
     timer = UnitTimer(trace, core_k, kernel.score_buffers,
                       launch.kinds, schedule)
     times = _main_launch(launch, timer, plan, policy, geo)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)))
     launches = 1 if combine is None else 2
+    first = _prepass_cycles(hw, plan, geo, shape) if prepass else 0
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
-        + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3
-    return _totals(trace, plan, launch, times, combine, int(np.ceil(end - 1e-9)), geo.flops)
+        + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first
+    return replace(_totals(trace, plan, launch, times, combine, int(np.ceil(end - 1e-9)), geo.flops),
+                   prepass_cycles=first)
+
+
+def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileShape) -> int:
+    """VFA's key-summary launch: every core reads its share of K once from HBM and reduces it on its vector pipe
+    (the slower of the two), after a launch and one exposed memory latency; summaries written are negligible."""
+    chip = plan.chip
+    kv_len = geo.kv_len or geo.n_kblocks * shape.block_k
+    elements = geo.batch * geo.kv_heads * kv_len * shape.head_dim
+    vec = next(p for p in hw.pipelines.values() if p.role == "vector")
+    compute = elements / (chip.cores * vec.units * vec.throughput[hw.precision.vector])
+    memory = elements * shape.kv_bytes / plan.ports.hbm if plan.ports.hbm else 0.0
+    latency = chip.hbm.latency_cycles if chip.hbm is not None else 0
+    return int(np.ceil(chip.launch_overhead_us * hw.clock_ghz * 1e3 + latency + max(compute, memory)))
 
 
 def tuned_core(hw: HardwareConfig, tuning: KernelTuning) -> HardwareConfig:

@@ -24,8 +24,6 @@ from vfasim.hw import FUSED, HardwareConfig
 
 REDUCTIONS = ("rowmax", "running_max", "rowsum", "minit_max")
 O_UPDATES = ("rescale_o", "accumulate_o", "accumulate_pv")
-FIT_CONFIGS = {"reduction_factor": "C16V32", "o_rmw_factor": "C16V32", "op_latency_cycles": "C16V32",
-               "o_in_cube": "C16V32", "cast_fp8_factor": "C8V32", "quant_mxfp4_factor": "C4V32"}
 
 
 @dataclass(frozen=True)

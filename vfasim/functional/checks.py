@@ -45,7 +45,6 @@ BROKEN_EXCESS = 0.10
 BROKEN_ROW_FRACTION = 0.01
 BAD_ROW_FACTOR = 4.0
 BAD_ROW_FLOOR = 0.01
-VERDICTS = ("ok", "degraded", "broken")
 #: cause -> one line for people; the order is the attribution order
 CAUSES: dict[str, str] = {
     "no_block_visited": "every tile was skipped: l = 0, output 0/0",

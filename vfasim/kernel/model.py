@@ -109,6 +109,10 @@ class Kernel(_Strict):
     rescale_threshold_log2: float | None = Field(
         default=None, ge=0, description="Rescale O only when the max grows by more than this (log2 units); absent: "
                                         "always")
+    minit: Literal["prepass", "inline"] = Field(
+        description="Where VFA's key summaries are made: prepass - a separate launch reads K once and writes them, "
+                    "the attention kernel reads them in its prologue; inline - the tile stream that first needs a K/V "
+                    "head's summaries computes them (the paper's prelude), sharing them with the head's other streams")
     causal_masking: Literal["diagonal_blocks"] = Field(description="Which blocks a causal mask touches: only those "
                                                        "the diagonal crosses (hidden blocks skipped)")
     decode: DecodeRule | None = Field(default=None, description="The decode path; absent: the kernel has none")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ def builtin_kernel_names() -> list[str]:
     return sorted(_builtin_files())
 
 
-def _builtin_files() -> dict[str, Any]:
+@functools.cache
+def _builtin_files() -> dict[str, Any]:  # the shipped files do not change while a process runs
     root = resources.files("vfasim").joinpath("kernels")
     files = [f for f in root.iterdir() if f.name.endswith(".yaml")]
     return {read_yaml(f.read_text(), f.name, "kernel").get("name", f.name[:-5]): f for f in files}
@@ -31,7 +33,17 @@ def load_kernel(name_or_path: str | Path | Kernel) -> Kernel:
     """A built-in kernel by name (case-insensitive) or a YAML file by path."""
     if isinstance(name_or_path, Kernel):
         return name_or_path
-    text, origin = _source(str(name_or_path))
+    builtin = {k.lower(): k for k in _builtin_files()}.get(str(name_or_path).lower())
+    return _builtin(builtin) if builtin is not None else _load(str(name_or_path))
+
+
+@functools.cache
+def _builtin(name: str) -> Kernel:
+    return _load(name)
+
+
+def _load(name_or_path: str) -> Kernel:
+    text, origin = _source(name_or_path)
     raw = read_yaml(text, origin, "kernel")
     try:
         return Kernel.model_validate(raw)
@@ -57,6 +69,7 @@ def _source(name_or_path: str) -> tuple[str, str]:
                       "or give a path to a .yaml file)")
 
 
+@functools.cache
 def kernels_measured_as() -> dict[str, str]:
     """Validation-table kernel name -> the shipped kernel that predicts its rows."""
     out: dict[str, str] = {}

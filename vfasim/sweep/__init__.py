@@ -65,7 +65,9 @@ Value = int | float | bool | str | None  # one value of a swept input, as read f
 #: what does not decide a point's result: the command line, reports and the sweep's own package
 NOT_MODEL = ("allocator.py", "cli.py")
 NOT_MODEL_FOLDERS = ("report/", "sweep/")
-_NOT_SWEPT = {"hw", "algo", "options", "return"}  # options are swept one by one, by name
+#: run keywords that are no what-if: the axes themselves, options (swept one by one, by name), files a run reads
+#: or writes (qkv, trace_out) and its progress bar; a kernel (a name or a YAML file) is swept like any option
+_NOT_SWEPT = {"hw", "algo", "options", "return", "qkv", "trace_out", "progress", "option_kwargs"}
 
 
 @dataclass(frozen=True)
@@ -112,10 +114,10 @@ class SweepResult:
 def run_keywords() -> dict[str, object]:
     """Keyword -> type hint of every run option a sweep may vary (run's sizes and Options).
 
-    File paths (``qkv``, ``trace_out``) are inputs or outputs of one run, not what-ifs.
+    File paths (``qkv``, ``trace_out``) are inputs or outputs of one run, not what-ifs (``_NOT_SWEPT``).
     """
     hints = typing.get_type_hints(run)
-    kw = {k: v for k, v in hints.items() if k not in _NOT_SWEPT and Path not in typing.get_args(v)}
+    kw = {k: v for k, v in hints.items() if k not in _NOT_SWEPT}
     return {**kw, **typing.get_type_hints(Options)}
 
 
