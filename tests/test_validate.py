@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from vfasim.calibrate import _golden, at_bound
 from vfasim.cli import main
 from vfasim.hw import load_hw
+from vfasim.kernel import load_kernel
 from vfasim.validate import (
     FIT_SEQ_LENS,
     UNVERIFIED_TABLES,
@@ -20,6 +22,7 @@ from vfasim.validate import (
     why_not,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 GROUP_KEYS = {"chip", "kernel", "style", "regime", "rows_fit", "rows_heldout", "mape_fit", "mape_heldout",
               "bias_heldout", "mape_spec", "bias_spec", "worst"}
 
@@ -143,3 +146,22 @@ def test_a_run_says_whether_measurements_cover_it(capsys):
         False, "outside the measured range: no shipped measurement of kernel fa4 fp16 prefill on B200")
     assert main(["run", "--hw", "B200", "--algo", "fa2", "--kernel", "fa4", "--seq-len", "512", "--heads", "2"]) == 0
     assert "note: outside the measured range" in capsys.readouterr().err
+
+
+def test_a_kernel_of_ones_own_is_validated_on_the_rows_it_claims(tmp_path, capsys):
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "kernels" / "fa3.yaml").read_text())
+    doc["name"], doc["measured_as"] = "fa3-mine", ["fa3"]
+    path = tmp_path / "fa3-mine.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    rows = [r for r in load_rows() if r.kernel == "fa3" and not r.decode][:2]
+    preds = predict_all(rows, kernels=(load_kernel(path),))
+    assert [p.kernel for p in preds] == ["fa3-mine", "fa3-mine"]
+    assert main(["validate", "--rows", "1", "--jobs", "1", "--kernel", str(path), "--json"]) == 0
+    groups = json.loads(capsys.readouterr().out)["groups"]
+    assert {g["style"] for g in groups if g["kernel"] == "fa3"} == {"fa3-mine"}
+    doc["measured_as"] = []
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["validate", "--kernel", str(path)]) == 2
+    assert "claims no table kernel" in capsys.readouterr().err

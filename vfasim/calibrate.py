@@ -136,7 +136,7 @@ def groups(preds: list[Prediction], spec: list[Prediction]) -> list[Group]:
     out: dict[tuple[str, str, str, str, str], Group] = {}
     for p, q in zip(preds, spec, strict=True):
         key = group_key(p)
-        g = out.setdefault(key, Group(*key, _kernel_name(p.row), [], [], []))
+        g = out.setdefault(key, Group(*key, p.kernel or _kernel_name(p.row), [], [], []))
         (g.fit if p.row.fit else g.heldout).append(p)
         g.spec.append(q)
     return sorted(out.values(), key=lambda g: (g.chip, g.kernel, g.dtype, g.mode, g.regime))

@@ -159,6 +159,7 @@ class Prediction:
     bound: str  # what bounds the chip in the model
     utilization: dict[str, float]
     waves: int
+    kernel: str = ""  # the kernel description that made the prediction (a --kernel override included)
 
     @property
     def error(self) -> float:
@@ -187,7 +188,7 @@ def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | Non
     value = row.flops / seconds / 1e12 if row.metric == "tflops" else seconds * 1e6
     chip: dict = res.chip
     util = {k: float(v) for k, v in chip["utilization"].items()}
-    return Prediction(row, value, str(chip["bound"]), util, int(chip["waves"]))
+    return Prediction(row, value, str(chip["bound"]), util, int(chip["waves"]), k.name)
 
 
 def predict_all(rows: list[Row], configs: dict[str, HardwareConfig] | None = None, jobs: int = 1,

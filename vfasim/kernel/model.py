@@ -17,6 +17,10 @@ Assumptions:
   (``registers_per_thread``, e.g. FA3's ``setmaxnreg`` figures); then that
   figure times the stream's threads is what must fit, plus the CTA's other
   warps (``producer_threads`` × ``producer_registers_per_thread``).
+- VFA's key summaries: with ``minit: prepass`` the chip model prices them as a launch
+  of their own before the attention kernel (one read of K at the HBM bandwidth, or
+  the vector work, whichever is slower, plus the launch cost); with ``inline`` they
+  stay in the trace of the stream that first needs them.
 - Causal masking: the model masks only the blocks the diagonal crosses and
   skips the fully hidden ones (every shipped kernel's path); no other path is
   modelled, so the field admits only that value.
@@ -75,6 +79,12 @@ class DecodeRule(_Strict):
 
 
 class Kernel(_Strict):
+    """One attention kernel as its source describes it (``kernels/*.yaml``; ``load_kernel`` reads one).
+
+    ``tile`` picks the tile rule for a run; ``streams_per_cta`` says how many tile streams share a CTA;
+    ``runs_on`` whether a built-in chip is one it targets; ``digest`` identifies the description in a run's spec.
+    """
+
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     source: str = Field(min_length=1, description="Repository, commit and file (or paper section) it is read from")
