@@ -122,3 +122,15 @@ def test_chip_tuning_names_only_kernels_that_target_the_chip():
         cfg = load_hw(chip).chip
         for name in (cfg.kernel_tuning if cfg is not None else {}):
             assert load_kernel(name).runs_on(chip, builtin_names()), (chip, name)
+
+
+@pytest.mark.parametrize("option", ["--hw", "--kernel"])
+def test_a_device_or_pipe_given_as_a_config_is_refused_without_reading_it(option, tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)  # reading it would block forever
+    args = ["run", "--algo", "fa2", "--seq-len", "512"] + (["--hw", "H100-SXM"] if option == "--kernel" else [])
+    for path in (fifo, "/dev/zero"):
+        assert main([*args, option, str(path)]) == 2
+        assert "not a regular file, not a YAML file" in capsys.readouterr().err

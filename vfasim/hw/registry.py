@@ -18,6 +18,7 @@ from vfasim.errors import VfasimError
 from vfasim.hw.config import HardwareConfig
 
 MAX_BASE_DEPTH = 8
+MAX_YAML_BYTES = 2**20  # a config or kernel description is a few KB; anything larger is not one
 
 
 def builtin_names() -> list[str]:
@@ -69,16 +70,25 @@ def _source(name_or_path: str, folder: Path | None = None) -> tuple[str, str, st
     if folder is not None and not path.is_absolute():
         path = folder / path
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if path.is_dir():
-            raise VfasimError(f"hw config {path}: is a directory, not a YAML file")
-        try:
-            return path.read_text(), str(path), f"file:{path.resolve()}"
-        except OSError as exc:
-            raise VfasimError(f"hw config {path}: cannot read ({exc.strerror})") from None
-        except UnicodeDecodeError:
-            raise VfasimError(f"hw config {path}: not a text file (not UTF-8)") from None
+        return read_text_file(path, "hw config"), str(path), f"file:{path.resolve()}"
     raise VfasimError(f"unknown hw config {name_or_path!r} (built-in: {', '.join(builtin_names())}; "
                       "or give a path to a .yaml file)")
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """A YAML file's text; a one-line error for a directory, a device or pipe (which could block or never end),
+    a file over ``MAX_YAML_BYTES``, an unreadable or a non-UTF-8 file."""
+    if not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file" if path.exists() else "no such file"
+        raise VfasimError(f"{what} {path}: {kind}, not a YAML file")
+    try:
+        if path.stat().st_size > MAX_YAML_BYTES:
+            raise VfasimError(f"{what} {path}: larger than {MAX_YAML_BYTES // 2**20} MiB, not a config")
+        return path.read_text()
+    except OSError as exc:
+        raise VfasimError(f"{what} {path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise VfasimError(f"{what} {path}: not a text file (not UTF-8)") from None
 
 
 def read_yaml(text: str, origin: str, what: str = "hw config") -> dict:

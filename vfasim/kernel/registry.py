@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from vfasim.errors import VfasimError
-from vfasim.hw.registry import first_error, read_yaml
+from vfasim.hw.registry import first_error, read_text_file, read_yaml
 from vfasim.kernel.model import Kernel
 
 #: names the chip model used for kernels before they were data; each is a shipped kernel's name
@@ -57,14 +57,7 @@ def _source(name_or_path: str) -> tuple[str, str]:
         return builtins[name_or_path.lower()].read_text(), name_or_path
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
-            raise VfasimError(f"kernel {path}: not a regular YAML file")
-        try:
-            return path.read_text(), str(path)
-        except OSError as exc:
-            raise VfasimError(f"kernel {path}: cannot read ({exc.strerror})") from None
-        except UnicodeDecodeError:
-            raise VfasimError(f"kernel {path}: not a text file (not UTF-8)") from None
+        return read_text_file(path, "kernel"), str(path)
     raise VfasimError(f"unknown kernel {name_or_path!r} (built-in: {', '.join(builtin_kernel_names())}; "
                       "or give a path to a .yaml file)")
 
