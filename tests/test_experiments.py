@@ -79,7 +79,7 @@ def test_measured_vfa_speedups_pair_the_campaign_rows_with_the_model(tmp_path):
     [r] = got
     assert r["measured_speedup"] == r["fa2_us"] / r["vfa_us"]  # the ratio of two measured rows, not a model figure
     assert r["speedup_error"] == r["predicted_speedup"] - r["measured_speedup"]
-    assert (tmp_path / "measured.md").read_text().startswith("| chip | dtype | causal |")
+    assert (tmp_path / "measured_gpu_h100_2026_11.md").read_text().startswith("| chip | dtype | causal |")
 
 
 def test_gpu_and_model_numerics_on_the_same_inputs(tmp_path):

@@ -152,7 +152,7 @@ def test_there_is_a_committed_campaign():
 @pytest.mark.parametrize("campaign", CAMPAIGNS, ids=lambda p: p.name)
 def test_campaign_tables_pass_their_schema(campaign):
     tables = sorted(campaign.glob("*.csv"))
-    assert {"attention.csv", "micro.csv", "numerics.csv"} <= {p.name for p in tables}
+    assert {"attention.csv", "micro.csv"} <= {p.name for p in tables}  # numerics is a phase a run may leave out
     for path in tables:
         n = R.check_table_file(path)  # header, every row, sidecar with the provenance keys
         assert n > 0, f"{path.name} has no rows"

@@ -9,7 +9,7 @@ campaign's chip with the ``triton`` kernel description (same tiles, VFA's pre-pa
 speedup = FA2 latency / VFA latency, measured and predicted, and their difference. Rows whose spread (p80 - p20
 over the median) exceeds 20% in any of the three measurements are left out and counted. Only the FlashAttention-3
 paper's regime (16K tokens in all, hidden 2048) is compared by default: every shape of it was measured for every
-format. Writes DIR/measured.csv and DIR/measured.md (default DIR: experiments/real_chips/out).
+format. Writes DIR/measured_<campaign>.csv and .md (default DIR: experiments/real_chips/out).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.max_shapes is not None and len(rows) > args.max_shapes:
         rows = [rows[i] for i in np.unique(np.linspace(0, len(rows) - 1, args.max_shapes).round().astype(int))]
     got = [predict(r) for r in rows]
-    write_table([{c: r[c] for c in COLUMNS} for r in got], COLUMNS, args.out / "measured")
+    write_table([{c: r[c] for c in COLUMNS} for r in got], COLUMNS, args.out / f"measured_{args.campaign}")
     print(summary(got, unstable))
     return got
 
