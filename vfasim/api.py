@@ -105,13 +105,14 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
     kernel = _kernel_alias(kernel, kernel_style)
     opts = merged_options(options, option_kwargs)
-    spec = run_spec(hw, config.name, config.digest(), algo, locals(), asdict(opts), _kernel_spec(kernel, config))
+    described = load_kernel(kernel or DEFAULT_KERNEL) if config.chip is not None else None  # loaded once
+    spec = run_spec(hw, config.name, config.digest(), algo, locals(), asdict(opts), _kernel_spec(kernel, described))
     if matmul_format is not None:
         config = with_matmul_format(config, matmul_format)
-    if config.chip is not None:
+    if described is not None:
         if numerics is not None:
             raise VfasimError("numerics applies to one-core runs; on a chip give numerics_heads (--numerics-heads)")
-        return replace(_run_chip(config, algo, locals(), opts, {}), spec=spec)
+        return replace(_run_chip(config, algo, locals(), opts, described), spec=spec)
     for name, value in (("kernel", kernel), ("dispatch", dispatch), ("numerics_heads", numerics_heads or None)):
         if value is not None:
             raise VfasimError(f"{name} applies to chip runs; {config.name} has no chip section")
@@ -188,13 +189,12 @@ def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
         critical_path=crit.to_dict())
 
 
-def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, option_kwargs: dict) -> RunResult:
+def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, kernel: Kernel) -> RunResult:
     from vfasim.chip_run import run_chip
 
     keys = ("batch", "seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed",
             "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "schedule")
-    return RunResult(**run_chip(config, algo, options=merged_options(options, option_kwargs),
-                                kernel=args["kernel"] or DEFAULT_KERNEL, **{k: args[k] for k in keys}))
+    return RunResult(**run_chip(config, algo, options=options, kernel=kernel, **{k: args[k] for k in keys}))
 
 
 def role_of(stream: str, config: HardwareConfig) -> str:
@@ -202,12 +202,11 @@ def role_of(stream: str, config: HardwareConfig) -> str:
     return "+".join(config.pipelines[n].role for n in stream.split("+"))
 
 
-def _kernel_spec(kernel: str | Path | Kernel | None, config: HardwareConfig) -> tuple[str, str] | None:
-    """(name or path, digest) of a chip run's kernel for its spec; None on one core."""
-    if config.chip is None:
+def _kernel_spec(given: str | Path | Kernel | None, kernel: Kernel | None) -> tuple[str, str] | None:
+    """(name or path as given, digest) of a chip run's kernel for its spec; None on one core."""
+    if kernel is None:
         return None
-    k = load_kernel(kernel or DEFAULT_KERNEL)
-    return (str(kernel) if isinstance(kernel, (str, Path)) else k.name), k.digest()
+    return (str(given) if isinstance(given, (str, Path)) else kernel.name), kernel.digest()
 
 
 def _kernel_alias(kernel: str | Path | Kernel | None, kernel_style: str | None) -> str | Path | Kernel | None:
