@@ -158,7 +158,16 @@ SKIPPED = Schema(
      "mode": _one_of("prefill", "decode")},
 )
 
-SCHEMAS: dict[str, Schema] = {s.name: s for s in (ATTENTION, MICRO, NUMERICS, CHECKS, SKIPPED)}
+#: the CUDA kernels one SDPA call launches (torch.profiler), with their GPU time per call
+PROFILE = Schema(
+    "profile",
+    ("kernel", "batch", "heads", "kv_heads", "head_dim", "seq_len_q", "seq_len", "causal", "cuda_kernel",
+     "launches_per_call", "us_per_call"),
+    {"batch": _int_pos, "heads": _int_pos, "kv_heads": _int_pos, "head_dim": _int_pos, "seq_len_q": _int_pos,
+     "seq_len": _int_pos, "causal": _one_of(*BOOLS), "launches_per_call": _real_pos, "us_per_call": _real_nonneg},
+)
+
+SCHEMAS: dict[str, Schema] = {s.name: s for s in (ATTENTION, MICRO, NUMERICS, CHECKS, SKIPPED, PROFILE)}
 
 #: keys every sidecar holds (the provenance of the table next to it)
 PROVENANCE_KEYS = ("table", "gpu", "sm_count", "l2_bytes", "clocks", "clocks_locked", "driver", "cuda",

@@ -24,7 +24,7 @@ import torch
 from harness import attention as A
 from harness import kernels
 from harness.bench import Budget, ClockSampler, Timer, provenance
-from harness.rows import ATTENTION, CHECKS, MICRO, NUMERICS, SKIPPED, Table, chip_name, write_sidecar
+from harness.rows import ATTENTION, CHECKS, MICRO, NUMERICS, PROFILE, SKIPPED, Table, chip_name, write_sidecar
 from harness.worker import format_configs, parse_configs
 
 CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="VFA/VSA loop form: 1 one pipelined loop over the visit order, 0 special blocks + 4 loops")
     ap.add_argument("--pick-configs", action="store_true", help="time candidate tile configs first, keep the best")
     ap.add_argument("--workers", type=int, default=8, help="parallel compile/check processes")
-    ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill")
+    ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
+                    help="comma-separated; also 'latency' (pointer-chase L2/HBM latency, into micro.csv) and "
+                         "'profile' (the CUDA kernels of a few SDPA calls, profile.csv)")
     a = ap.parse_args(argv[1:])
     budget = Budget(a.budget_s)
     out = a.out
@@ -83,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
               "numerics": Table(os.path.join(out, "numerics.csv"), NUMERICS),
               "checks": Table(os.path.join(out, "checks.csv"), CHECKS),
               "skipped": Table(os.path.join(out, "skipped.csv"), SKIPPED)}
+    if "profile" in phases:
+        tables["profile"] = Table(os.path.join(out, "profile.csv"), PROFILE)
     notes = table_notes()
 
     def sidecars(finished: bool) -> None:
@@ -127,18 +131,33 @@ def main(argv: list[str] | None = None) -> int:
             log(f"checks: {len(rows)} rows, failing variants: {sorted(bad) or 'none'}")
 
         # ---- micro ------------------------------------------------------------------------------
+        def add_micro(name, value, unit, note):
+            if isinstance(value, float) and not math.isfinite(value):
+                log(f"micro {name}: not finite, left out")
+                return
+            tables["micro"].add({"name": name, "value": value, "unit": unit, "notes": note}, flush=True)
+
         if "micro" in phases and budget.left() > 60:
-            def add_micro(name, value, unit, note):
-                if isinstance(value, float) and not math.isfinite(value):
-                    log(f"micro {name}: not finite, left out")
-                    return
-                tables["micro"].add({"name": name, "value": value, "unit": unit, "notes": note}, flush=True)
             try:
                 from harness.micro import run_micro
                 run_micro(add_micro, sms, timer, clocks, a.quick, log)
             except Exception as e:  # noqa: BLE001
                 log(f"micro phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
             tables["micro"].flush()
+        if "latency" in phases:
+            try:
+                from harness.latency import run_latency
+                run_latency(add_micro, a.quick, log)
+            except Exception as e:  # noqa: BLE001
+                log(f"latency phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+            tables["micro"].flush()
+        if "profile" in phases:
+            try:
+                from harness.latency import run_profile
+                run_profile(lambda row: tables["profile"].add(row), log)
+            except Exception as e:  # noqa: BLE001
+                log(f"profile phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+            tables["profile"].flush()
 
         # ---- attention ----------------------------------------------------------------------------
         runner = CaseRunner(chip, timer, tables, skip, bad, budget, log)
@@ -375,6 +394,8 @@ def table_notes() -> dict:
                                   "are fp32 in the kernel, P is cast to the input format for PV",
         },
         "micro": {"about": "one row per quantity; notes say how it was measured"},
+        "profile": {"about": "torch.profiler around 5 calls of each SDPA case after 3 warm-ups (warm L2, no flush): "
+                             "every CUDA kernel the call launched, launches and GPU microseconds per call"},
         "numerics": {"about": "rel. L2 error (vs float64 exact attention of the same rounded inputs) of each "
                               "kernel's output, non-finite output elements counted in `nonfinite` and left out of "
                               "the error's numerator; emul_vsa_fp64 = VSA's block skipping emulated in float64 (the "

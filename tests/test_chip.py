@@ -126,8 +126,9 @@ def test_decode_is_memory_bound_and_scales_with_hbm_bandwidth(tmp_path):
     q, partial_o = 4 * 128 * 2, 4 * 128 * 4  # per split: the group's 4 query rows in, fp32 partial O out
     combined = 4 * 2 * 4 * 128 * 4  # per (batch, K/V head): the combined O of its 4 query heads
     assert base.chip["hbm_bytes"] == kv + base.chip["units"] * (q + partial_o) + combined
-    # fixed latencies keep it above 1/2 (FA3 runs one decode unit per SM: its second warp group idles)
-    assert 0.5 <= double.latency_cycles / base.latency_cycles < 0.6
+    # fixed latencies keep it above 1/2 (FA3 runs one decode unit per SM: its second warp group idles; the
+    # combine launch is a chain of one L2 round trip per split, which HBM bandwidth does not shorten)
+    assert 0.5 <= double.latency_cycles / base.latency_cycles < 0.75
 
 
 def test_prefill_throughput_rises_with_sequence_length_as_waves_fill():

@@ -152,12 +152,15 @@ def test_there_is_a_committed_campaign():
 @pytest.mark.parametrize("campaign", CAMPAIGNS, ids=lambda p: p.name)
 def test_campaign_tables_pass_their_schema(campaign):
     tables = sorted(campaign.glob("*.csv"))
-    assert {"attention.csv", "micro.csv"} <= {p.name for p in tables}  # numerics is a phase a run may leave out
+    assert "micro.csv" in {p.name for p in tables}  # every other phase is one a run may leave out
     for path in tables:
         n = R.check_table_file(path)  # header, every row, sidecar with the provenance keys
         assert n > 0, f"{path.name} has no rows"
         side = (path.with_suffix(".yaml")).read_text()
         assert "clocks_locked: false" in side and "finished: true" in side
+    assert (campaign / "README.md").is_file()
+    if not (campaign / "attention.csv").is_file():
+        return
     with (campaign / "attention.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert all(float(r["value"]) > 0 and math.isfinite(float(r["value"])) for r in rows)

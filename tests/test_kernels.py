@@ -12,7 +12,7 @@ import vfasim
 from vfasim.cli import main
 from vfasim.errors import VfasimError
 from vfasim.hw import builtin_names, load_hw
-from vfasim.kernel import builtin_kernel_names, load_kernel
+from vfasim.kernel import WaveSplit, builtin_kernel_names, load_kernel
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 SHIPPED = ("ascend-pto", "fa2", "fa3", "fa4", "splitkv-decode", "triton")
@@ -46,7 +46,7 @@ def targets(name: str) -> list[str]:
 def test_every_kernel_runs_with_its_own_tiles_on_every_chip_it_targets(name, chip, head_dim, causal):
     r = vfasim.run(chip, "fa2", kernel=name, seq_len=512, head_dim=head_dim, heads=2, causal=causal)
     k = load_kernel(name)
-    rule = k.tile(head_dim, "16bit", causal)
+    rule = k.tile(head_dim, "16bit", causal, decode=r.chip["splits"] > 1)  # a split launch runs the split tiles
     assert r.shape["block_k"] == rule.block_k and r.shape["block_q"] == rule.block_q // k.streams_per_cta(rule)
     assert r.options["kernel"] == name and r.latency_cycles > 0
 
@@ -57,7 +57,34 @@ def test_kernels_with_a_decode_path_run_decode(name):
     r = vfasim.run(chip, "fa2", kernel=name, seq_len=4096, heads=8, kv_heads=2, batch=2, decode=True)
     k = load_kernel(name)
     assert k.decode is not None and r.shape["block_k"] == k.tile(128, "16bit", False, True).block_k
-    assert r.chip["splits"] > 1 if k.decode.split_kv == "fill_slots" else r.chip["splits"] == 1
+    if isinstance(k.decode.split_kv, WaveSplit):
+        # 2 x 2 K/V heads of one 64-row block each, 2 slots per SM, 32 key blocks: efficiency 4n/(2 x SMs) is best
+        # at n = 32 on every chip of 64 or more SMs, and no eligible n below reaches 85% of it
+        assert r.chip["splits"] == 32
+    else:
+        assert r.chip["splits"] > 1 if k.decode.split_kv == "fill_slots" else r.chip["splits"] == 1
+
+
+def test_the_wave_efficiency_rule_reproduces_its_sources_example():
+    # flash_api.cpp: "if we have batch * n_heads = 48 and we have 108 SMs, having 2 splits (efficiency = 0.89) is
+    # better than having 3 splits (efficiency = 0.67)"
+    rule = WaveSplit(rule="wave_efficiency", block_q=64, slots_per_core=1, no_split_fill=0.8, efficiency_ratio=0.85,
+                     max_splits=128, prefill=True, source="test")
+    assert rule.splits(48, 1, 108, 64) == 2
+    assert rule.splits(87, 1, 108, 64) == 1  # 87 >= 0.8 x 108 fills the chip
+    assert rule.splits(1, 1, 108, 64) == 64  # one row: as many splits as key blocks (eligible, at most 108)
+
+
+def test_a_few_query_decode_without_a_split_runs_the_main_kernel_with_whole_tiles():
+    # FA2 with 4 queries and 8 x 32 heads fills the chip: one split, so PyTorch runs its main kernel (128 x 64 at
+    # head dim 128), whose MMAs compute all 128 rows of the tile although only 4 are valid
+    shape = dict(kernel="fa2", seq_len=8192, heads=32, kv_heads=8, batch=8, decode=True, causal=False)
+    four = vfasim.run("H100-SXM", "fa2", queries=4, **shape)
+    full = vfasim.run("H100-SXM", "fa2", queries=128, **shape)
+    assert four.chip["splits"] == 1 and four.shape["block_k"] == 64
+    assert four.chip["flops"] * 32 == full.chip["flops"]  # FLOPs count valid rows only
+    assert four.ops["qk_matmul"] == full.ops["qk_matmul"]  # the tensor pipe does the whole tile's work
+    assert four.chip["hbm_bytes"] < full.chip["hbm_bytes"]  # Q loads and O stores move the valid rows only
 
 
 def test_a_kernel_without_a_decode_path_refuses_decode(capsys):

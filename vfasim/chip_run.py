@@ -6,7 +6,9 @@ on one K/V-head group that stands for every (batch, head). Other algorithms run
 the functional engine on all batch × heads heads, as their trace needs the data.
 A decode step with one query token packs the query heads of a GQA group into
 the rows of one tile (as FlashDecoding and FA3 pack GQA): a unit is (batch, K/V
-head, split) and reads its K/V once for the whole group. Numerics are computed only when asked, on the first ``numerics_heads`` heads
+head, split) and reads its K/V once for the whole group. A decode tile computes
+all its rows, valid or not (an MMA tile has no partial rows); its Q loads and O
+stores move the valid rows only. Numerics are computed only when asked, on the first ``numerics_heads`` heads
 (rounded up to whole GQA groups) of a workload with that many heads, and the
 result names those heads.
 """
@@ -30,10 +32,11 @@ from vfasim.errors import VfasimError
 from vfasim.functional import Policy, Precision, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, builtin_names
-from vfasim.kernel import Kernel, TileRule, load_kernel
+from vfasim.kernel import Kernel, TileRule, WaveSplit, load_kernel
 from vfasim.sim import busiest_stream
 from vfasim.options import Options
 from vfasim.prepare import engine_precision, numerics_block, prepare, run_workload
+from vfasim.trace import KIND_CODE as OP_CODES
 from vfasim.trace import OP_KINDS, Trace
 
 
@@ -53,19 +56,24 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     kv_heads = kv_heads or heads
     policy = _policy(algo, options, k)
     precision = engine_precision(config)
-    rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, decode, block_q, block_k)
     n_q = queries if decode else seq_len
-    tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
-    t = Tiling(*tiling_args, heads, kv_heads)
     packs = decode and queries == 1 and k.decode is not None and k.decode.pack_gqa
     group = heads // kv_heads if packs else 1  # query heads packed into one tile
-    unit_args = (group, seq_len, head_dim, group, block_k, causal and group == 1) if group > 1 else tiling_args
+    splits, split_tiles = kernel_splits(k, config, head_dim, causal, decode, batch * heads // group,
+                                        group if packs else n_q, seq_len, block_q is None and block_k is None)
+    rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, split_tiles, block_q, block_k)
+    tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
+    t = Tiling(*tiling_args, heads, kv_heads)
+    rows = group if packs else n_q
+    unit_args = (rows, seq_len, head_dim, min(block_q, rows), block_k, causal and group == 1) if decode \
+        else tiling_args
     trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, seed, workload,
-                                   decode, queries, group, options.lam)
+                                   decode, queries, group, options.lam, pad_to=block_q if decode else 0)
     tu = Tiling(*unit_args, heads // group, kv_heads)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
-                   _flops(t) * batch, representative, seq_len)
-    res = simulate_chip(trace, config, k, rule, geo, _shape(tu, precision), dispatch, schedule)
+                   _flops(t) * batch, representative, seq_len, splits, rows)
+    res = simulate_chip(trace, config, k, rule, geo, _shape(dataclasses.replace(tu, block_q=block_q), precision),
+                        dispatch, schedule)  # a tile holds its whole rows, valid or not
     numerics, used = _numerics(config, algo, options, numerics_heads, heads, kv_heads, tiling_args, seed,
                                workload, decode, queries, policy)
     if trace_out is not None:
@@ -89,6 +97,26 @@ def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics
         raise VfasimError(f"numerics_heads must lie in [0, heads={heads}], got {numerics_heads}")
     if qkv is not None:
         raise VfasimError("--qkv is not supported on a chip (give the shape; the workload is generated)")
+
+
+def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: bool, decode: bool,
+                  batch_heads: int, rows: int, kv_len: int, own_tiles: bool) -> tuple[int, bool]:
+    """(splits, split tiles): the splits of the K/V its own rule picks (0: the chip model picks them, as
+    ``fill_slots`` or ``none`` say) and whether the launch runs the kernel's split-KV (decode) tiles.
+
+    A ``wave_efficiency`` rule decides on the kernel's own tiles (not on blocks a user gave) and, where the rule
+    says so, in prefill too; a launch of one split runs the tiles ``one_split_tiles`` names.
+    """
+    rule = kernel.decode.split_kv if kernel.decode is not None else "none"
+    if not isinstance(rule, WaveSplit) or not own_tiles or not (decode or rule.prefill) or config.chip is None:
+        return 0, decode
+    try:
+        block_k = kernel.tile(head_dim, format_class(config.precision.matmul), causal, decode=True).block_k
+    except ValueError:  # no split tile for this run: the table it runs from says why
+        return 0, decode
+    splits = rule.splits(batch_heads, rows, config.chip.cores, -(-kv_len // block_k))
+    assert kernel.decode is not None
+    return splits, splits > 1 or (decode and kernel.decode.one_split_tiles == "decode")
 
 
 def kernel_tiles(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: bool, decode: bool,
@@ -128,19 +156,34 @@ def _policy(algo: str, options: Options, kernel: Kernel) -> Policy:
 
 def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch: int, heads: int, kv_heads: int,
            seed: int, workload: str, decode: bool, queries: int, packed: int,
-           lam: float) -> tuple[Trace, bool]:
+           lam: float, pad_to: int = 0) -> tuple[Trace, bool]:
     """(trace, representative): one K/V-head group without data, or every head through the engine.
 
-    ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads.
+    ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads. ``pad_to`` > 0 (a
+    decode tile's rows): the timing-only trace computes whole tiles of that many rows, as the MMAs and the
+    softmax of a real tile do whatever rows are valid (the engine's trace keeps the valid rows only).
     """
     group = heads // kv_heads
     if data_independent(policy):
-        return trace_only(Tiling(*tiling_args, group, 1), policy, precision, decode=decode), True
+        rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
+        padded = (rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:])
+        trace = trace_only(Tiling(*padded, group, 1), policy, precision, decode=decode)
+        return _predicated(trace, tiling_args[0], rows), True
     wl = run_workload(None, workload, tiling_args[1], tiling_args[2], heads * packed * batch, kv_heads * batch,
                        seed, decode, queries)
     q = wl.q.reshape(heads * batch, -1, wl.q.shape[-1])  # a group's query heads are adjacent
     t = Tiling(*tiling_args, heads * batch, kv_heads * batch)
     return run_engine(q, wl.k, wl.v, t, policy, precision, lam, decode=decode).traced(), False
+
+
+def _predicated(trace: Trace, valid: int, rows: int) -> Trace:
+    """``trace`` of a tile of ``rows`` rows whose Q loads and O stores move only the ``valid`` rows (the source's
+    copies are predicated on the row index; its MMAs and softmax run on the whole tile)."""
+    if valid == rows:
+        return trace
+    rowwise = np.isin(trace.kind, [OP_CODES["load_q"], OP_CODES["store_o"]])
+    work = np.where(rowwise, trace.work * valid // rows, trace.work)
+    return dataclasses.replace(trace, work=work)
 
 
 def _shape(t: Tiling, precision: Precision) -> TileShape:

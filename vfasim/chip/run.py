@@ -22,10 +22,13 @@ Chip-level figures:
 - Each launch adds the chip's ``launch_overhead_us`` (a microbenchmark figure) to the latency.
 - A kernel with no ``kernel_tuning`` entry runs its matmuls at the chip's microbenchmark ceiling for its
   MMA path (``mma_efficiency``), or at the datasheet rate where none is given.
-- Decode with splits > 1 adds a combine launch after the main one: per (batch,
-  head) it reads the fp32 partial O and log-sum-exp of every split through the
-  L2 port (just written, assumed resident) and writes O to HBM; its compute is
-  2 · splits · rows · head_dim elements on the vector pipeline.
+- A launch with splits > 1 adds a combine launch after the main one: each CTA
+  merges the kernel's ``combine_rows`` query rows, reading the fp32 partial O and
+  log-sum-exp of every split through the L2 port (just written, assumed
+  resident) one dependent round trip per split (the source loads a split's
+  partial, then accumulates it), and writes O to HBM. Splits are the kernel's own
+  rule's (a ``wave_efficiency`` rule decides before the tiles are chosen) or fill
+  every slot (``fill_slots``).
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ class Geometry:
     flops: float
     representative: bool
     kv_len: int = 0  # keys per K/V head (0: n_kblocks whole blocks)
+    splits: int = 0  # K/V splits the kernel's own rule picked (0: the chip model picks, as the kernel's rule says)
+    rows: int = 0  # valid query rows per (batch, unit head): packed heads × queries in decode (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     rows, kv_key, label = _units(geo, group)
     slots = streams // group
     split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
-    splits = split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
+    splits = min(geo.splits, geo.n_kblocks) or split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
     tuning = chip.kernel_tuning.get(kernel.name) or KernelTuning(
         tensor_efficiency=chip.mma_efficiency.get(kernel.mma, 1.0))
     core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning)
@@ -130,7 +135,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     timer = UnitTimer(trace, core_k, kernel.score_buffers,
                       launch.kinds, schedule)
     times = _main_launch(launch, timer, plan, policy, geo)
-    combine = _combine(plan, geo, shape, float(times.end.max(initial=0)))
+    combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel)
     launches = 1 if combine is None else 2
     first = _prepass_cycles(hw, plan, geo, shape) if prepass else 0
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
@@ -231,20 +236,30 @@ def _main_launch(launch: Launch, timer: UnitTimer, plan: _Plan, policy: str, geo
     return run_launch(launch.kind, chip.cores, plan.slots, policy, order, timer.cycles, on_start, plan.ports)
 
 
-def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float) -> LaunchTimes | None:
+def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float, kernel: Kernel) -> LaunchTimes | None:
+    """The split-KV combine launch: each CTA merges ``combine_rows`` query rows, reading the log-sum-exps of every
+    split (one memory round trip), then each split's fp32 partial O in turn (one dependent round trip per split,
+    as the source's loop over splits loads then accumulates), and writes O. Partials were just written: L2."""
     hw, splits, memory = plan.core, plan.splits, plan.chip.l2 or plan.chip.hbm
     if splits == 1 or memory is None:
         return None
-    rows = shape.block_q
+    rows = kernel.decode.combine_block(shape.head_dim) if kernel.decode is not None else shape.block_q
     vec = next(p for p in hw.pipelines.values() if p.role == "vector")
-    work = 2 * splits * rows * shape.head_dim
-    cycles = vec.startup_cycles + np.ceil(work / vec.throughput[hw.precision.vector]) + vec.issue_overhead_cycles
+    step = np.ceil(2 * rows * shape.head_dim / vec.throughput[hw.precision.vector])
+    lat = memory.latency_cycles
+    cycles = vec.startup_cycles + vec.issue_overhead_cycles + splits * (lat + step)
     partial = splits * rows * (shape.head_dim + 1) * 4.0
     out = rows * shape.head_dim * (4 if hw.precision.vector == "float32" else 2)
-    lat = memory.latency_cycles
-    n = geo.batch * geo.heads
-    return run_launch(np.zeros(n, np.int64), plan.chip.cores, plan.slots, "waves", np.arange(n),
+    valid = geo.rows or geo.n_qblocks * shape.block_q
+    n = -(-geo.batch * geo.heads * valid // rows)
+    return run_launch(np.zeros(n, np.int64), plan.chip.cores, _combine_slots(plan.chip), "greedy", np.arange(n),
                       lambda kind, k: float(cycles), lambda u: (lat, out, partial + out, partial), plan.ports, t0)
+
+
+def _combine_slots(chip: ChipSpec) -> int:
+    """Combine CTAs a core runs at once: its stream limit, at most 16 (assumed, because the source's combine CTAs
+    are 128 threads and use little shared memory: 16 of them fill an SM's 2048 threads)."""
+    return min(16, chip.core_limits.max_streams) if chip.core_limits is not None else 1
 
 
 def _totals(trace: Trace, plan: _Plan, launch: Launch, times: LaunchTimes, combine: LaunchTimes | None,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -65,17 +66,70 @@ class TileRule(_Strict):
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
 
 
-class DecodeRule(_Strict):
-    """The kernel's decode path (few query rows against a long K/V)."""
+class WaveSplit(_Strict):
+    """A split-KV rule that picks the fewest splits within a fraction of the best wave efficiency.
 
-    tiles: list[TileRule] = Field(min_length=1, description="Decode tile table (block_q: query rows of a "
+    With ``m`` = batch × heads × query blocks of ``block_q`` rows and ``s`` = cores × ``slots_per_core``: no split
+    when m ≥ ``no_split_fill`` · s; otherwise, over the splits n ≤ min(``max_splits``, s, key blocks) that change
+    the key blocks per split, efficiency(n) = w / ceil(w) with w = m · n / s, and the rule takes the smallest n whose
+    efficiency reaches ``efficiency_ratio`` of the best.
+    """
+
+    rule: Literal["wave_efficiency"]
+    block_q: int = Field(gt=0, le=MAX_TILE, description="Query rows per block as the rule counts them")
+    slots_per_core: int = Field(gt=0, le=64, description="CTAs the rule assumes per core")
+    no_split_fill: float = Field(gt=0, le=1, description="No split once the launch fills this fraction of slots")
+    efficiency_ratio: float = Field(gt=0, le=1)
+    max_splits: int = Field(gt=0, le=4096)
+    prefill: bool = Field(description="The rule also splits prefill launches (not only decode)")
+    source: str = Field(min_length=1)
+
+    def splits(self, batch_heads: int, rows: int, cores: int, kblocks: int) -> int:
+        """Splits for ``batch_heads`` rows of heads, ``rows`` query rows each, over ``kblocks`` key blocks."""
+        m = batch_heads * -(-rows // self.block_q)
+        slots = cores * self.slots_per_core
+        if m >= self.no_split_fill * slots:
+            return 1
+        top = min(self.max_splits, slots, kblocks)
+        eligible = [n for n in range(1, top + 1) if n == 1 or -(-kblocks // n) != -(-kblocks // (n - 1))]
+        eff = {n: (m * n / slots) / math.ceil(m * n / slots) for n in eligible}
+        best = max(eff.values())
+        return next(n for n in eligible if eff[n] >= self.efficiency_ratio * best)
+
+
+class CombineRows(_Strict):
+    """Query rows per CTA of the split-KV combine launch: the first rule whose divisor divides the head dim."""
+
+    head_dim_multiple_of: int | None = Field(default=None, gt=0, description="Applies when the head dim is a "
+                                             "multiple of this; absent: any head dim")
+    rows: int = Field(gt=0, le=MAX_TILE)
+    source: str = Field(min_length=1)
+
+
+class DecodeRule(_Strict):
+    """The kernel's split-KV path: decode (few query rows against a long K/V), and prefill where the rule says."""
+
+    tiles: list[TileRule] = Field(min_length=1, description="Split-KV tile table (block_q: query rows of a "
                                   "tile, packed query heads included), first match wins")
-    split_kv: Literal["fill_slots", "none"] = Field(
+    split_kv: Literal["fill_slots", "none"] | WaveSplit = Field(
         description="fill_slots: split each row's K/V into enough chunks that every stream slot of the chip gets "
-                    "work, then a combine launch merges the partial results; none: no split")
+                    "work; a wave_efficiency rule: the source's own split heuristic; none: no split. Splits > 1 add "
+                    "a combine launch that merges the partial results")
+    one_split_tiles: Literal["decode", "main"] = Field(
+        default="decode", description="The tiles a decode launch runs with when it makes one split: decode (this "
+                                      "table) or main (the kernel's prefill tiles: its source runs its main kernel)")
     pack_gqa: bool = Field(description="One query token: the query heads of a GQA group share one tile and read "
                                        "their K/V once")
+    combine_rows: list[CombineRows] = Field(
+        default_factory=lambda: [CombineRows(rows=4, source="assumed, because the description gives none: "
+                                                          "FA2's combine figure at head dim 128")],
+        description="Query rows per combine CTA; each CTA reads the splits' partials one after another (a "
+                    "dependent memory round trip per split)")
     source: str = Field(min_length=1)
+
+    def combine_block(self, head_dim: int) -> int:
+        return next((c.rows for c in self.combine_rows
+                     if c.head_dim_multiple_of is None or head_dim % c.head_dim_multiple_of == 0), 4)
 
 
 class Kernel(_Strict):

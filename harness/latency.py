@@ -1,0 +1,121 @@
+"""Memory latency by pointer chase, and the kernels one SDPA call launches with their own GPU times.
+
+Latency: one program of one warp follows a chain of dependent loads (``p = X[p]``) through a buffer
+with a random cyclic permutation at a 128-byte stride (one L2 line per step), reading the SM's
+``%clock64`` before and after; cycles per load = span / steps. The chain is loaded with the
+``.cg`` modifier (cached in L2 only, not L1). A 4 MiB buffer (chased once to warm it) gives the
+L2-hit latency; a 1 GiB buffer (20x the L2) the HBM latency (L2 miss, TLB effects included).
+
+Kernels: ``torch.profiler`` around a few SDPA decode and small-prefill calls records every CUDA
+kernel the call launches (name and GPU duration): what splits a call's time between the attention
+kernel, the split-KV combine kernel and any copies.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from harness.micro import _clock
+
+LINE = 128  # bytes per chase step: one L2 line
+
+
+@triton.jit(do_not_specialize=["STEPS"])
+def _chase_kernel(X, OUT, STEPS):
+    p = tl.load(X).to(tl.int64)
+    t0 = _clock()
+    for _ in range(STEPS):
+        p = tl.load(X + p, cache_modifier=".cg").to(tl.int64)
+    t1 = _clock()
+    tl.store(OUT, p)
+    tl.store(OUT + 1, t1 - t0)
+
+
+def _chain(nbytes: int, seed: int) -> torch.Tensor:
+    """int64 buffer whose every LINE-th element points (in elements) to the next line of a random cycle."""
+    lines = nbytes // LINE
+    step = LINE // 8
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(lines, generator=g)
+    nxt = torch.empty(lines, dtype=torch.int64)
+    nxt[order] = torch.roll(order, -1)
+    buf = torch.zeros(lines * step, dtype=torch.int64)
+    buf[order * step] = nxt[order] * step
+    return buf.cuda()
+
+
+def chase_cycles(nbytes: int, steps: int, warm: bool) -> float:
+    x = _chain(nbytes, 20261125 + nbytes)
+    out = torch.zeros(2, dtype=torch.int64, device="cuda")
+    if warm:
+        _chase_kernel[(1,)](x, out, nbytes // LINE, num_warps=1)
+    else:
+        _chase_kernel[(1,)](x, out, 4, num_warps=1)  # compile
+        torch.cuda.synchronize()
+        big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        big.zero_()  # evict the chain from the L2
+        del big
+    torch.cuda.synchronize()
+    _chase_kernel[(1,)](x, out, steps, num_warps=1)
+    torch.cuda.synchronize()
+    cycles = float(out[1].item()) / steps
+    del x
+    return cycles
+
+
+def run_latency(add, quick: bool, log) -> None:
+    """Pointer-chase latencies; ``add(name, value, unit, notes)`` records one micro row."""
+    for name, nbytes, warm, steps in (("l2_hit_latency_cycles", 4 << 20, True, 4096),
+                                      ("hbm_latency_cycles", 1 << 30, False, 2048 if quick else 8192)):
+        vals = sorted(chase_cycles(nbytes, steps, warm) for _ in range(3))
+        add(name, vals[1], "cycles", f"pointer chase, 1 warp, {steps} dependent 8-byte loads (.cg) over a random "
+            f"cycle of {LINE}-byte lines in a {nbytes >> 20} MiB buffer ({'warm' if warm else 'cold'}); "
+            f"%clock64 span / steps, median of 3 ({vals[0]:.0f}-{vals[2]:.0f})")
+        log(f"latency {name}: {vals[1]:.0f} cycles ({vals[0]:.0f}-{vals[2]:.0f})")
+
+
+#: (batch, heads, kv_heads, head_dim, seq_q, seq_k, causal) of the profiled SDPA calls
+PROFILE_CASES = [
+    (1, 8, 1, 128, 1, 512, False), (1, 8, 1, 128, 1, 8192, False), (1, 8, 1, 128, 1, 65536, False),
+    (8, 32, 8, 128, 1, 8192, False), (8, 32, 8, 128, 4, 8192, False), (64, 8, 1, 128, 4, 2048, False),
+    (1, 32, 32, 128, 1, 2048, False), (1, 8, 8, 128, 1024, 1024, True), (1, 32, 8, 128, 512, 512, False),
+    (4, 32, 32, 64, 2048, 2048, True),
+]
+
+
+def run_profile(add, log, kernels=("sdpa_flash", "sdpa_cudnn")) -> None:
+    """``add(row)`` one row per (case, CUDA kernel): the kernel's name, launches per call and GPU us per call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from harness.attention import sdpa_call
+
+    for b, h, hk, d, sq, sk, causal in PROFILE_CASES:
+        q = torch.randn(b, h, sq, d, device="cuda", dtype=torch.float16)
+        k = torch.randn(b, hk, sk, d, device="cuda", dtype=torch.float16)
+        v = torch.randn(b, hk, sk, d, device="cuda", dtype=torch.float16)
+        for kern in kernels:
+            try:
+                for _ in range(3):
+                    sdpa_call(kern, q, k, v, causal)
+                torch.cuda.synchronize()
+                calls = 5
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(calls):
+                        sdpa_call(kern, q, k, v, causal)
+                    torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - a refused backend is recorded in the log, the run goes on
+                log(f"profile {kern} {(b, h, hk, d, sq, sk, causal)} failed: {type(e).__name__}")
+                continue
+            for ev in prof.key_averages():
+                if ev.device_type.name != "CUDA" or ev.count == 0:
+                    continue
+                add({"kernel": kern, "batch": b, "heads": h, "kv_heads": hk, "head_dim": d, "seq_len_q": sq,
+                     "seq_len": sk, "causal": causal, "cuda_kernel": ev.key[:200],
+                     "launches_per_call": ev.count / calls,
+                     "us_per_call": ev.device_time_total / calls})
+            log(f"profile {kern} {(b, h, hk, d, sq, sk, causal)}: "
+                + "; ".join(f"{e.key[:40]} {e.device_time_total / calls:.1f}us" for e in prof.key_averages()
+                            if e.device_type.name == "CUDA"))
+        del q, k, v
