@@ -32,8 +32,8 @@ from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, builtin_names
 from vfasim.kernel import Kernel, TileRule, load_kernel
 from vfasim.sim import busiest_stream
-from vfasim.options import Options
-from vfasim.prepare import engine_precision, numerics_block, prepare, run_workload
+from vfasim.runner.options import Options
+from vfasim.runner.prepare import engine_precision, numerics_block, prepare, run_workload
 from vfasim.trace import OP_KINDS, Trace
 
 

@@ -169,7 +169,7 @@ class Prediction:
 def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None) -> Prediction:
     """The model's figure for one row (timing only), on ``config`` or the row's built-in chip, as ``kernel``
     or the shipped kernel that claims the row. Tiles, dispatch and decode path are the kernel's own."""
-    from vfasim.api import run
+    from vfasim.runner.api import run
 
     hw = config or load_hw(CHIPS[row.chip])
     if row.clock_mhz is not None:
