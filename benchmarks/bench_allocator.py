@@ -25,7 +25,7 @@ CHILD = """
 import sys, time
 from threadpoolctl import threadpool_limits
 from vfasim.allocator import tune_allocator
-from vfasim.api import engine_precision
+from vfasim.runner.api import engine_precision
 from vfasim.functional import Tiling, run_engine
 from vfasim.hw import load_hw
 from vfasim.workloads import make_workload

@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_targets import whole_process  # runs this checkout's vfasim as a child
 
-from vfasim.api import engine_precision
+from vfasim.runner.api import engine_precision
 from vfasim.functional import Tiling
 from vfasim.functional.trace_only import trace_only
 from vfasim.hw import load_hw

@@ -25,7 +25,7 @@ from typing import TypeVar
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # measure this checkout's vfasim, whatever is installed
 
 import vfasim  # noqa: E402
-from vfasim.api import engine_precision
+from vfasim.runner.api import engine_precision
 from vfasim.functional import Tiling, run_engine
 from vfasim.hw import load_hw
 from vfasim.sim import simulate

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from vfasim.api import engine_precision
+from vfasim.runner.api import engine_precision
 from vfasim.functional import Tiling, run_engine
 from vfasim.hw import load_hw
 from vfasim.sim import simulate

@@ -24,11 +24,11 @@ import numpy as np
 import pytest
 
 import vfasim
-from vfasim.api import Options
+from vfasim.runner.api import Options
 from vfasim.sensitivity import sensitivity_table
 from vfasim.cli import main
 from vfasim.errors import VfasimError
-from vfasim.outputs import folder_lock, write_text, write_with
+from vfasim.io.outputs import folder_lock, write_text, write_with
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--seq-len", "256", "--head-dim", "32", "--block-q", "64", "--block-k", "64"]
@@ -357,7 +357,7 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path, capsys) ->
 
 
 def test_long_runs_warn_with_an_estimate_off_a_terminal(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("vfasim.inputs.LONG_RUN_S", 0.0)  # every run counts as long
+    monkeypatch.setattr("vfasim.runner.inputs.LONG_RUN_S", 0.0)  # every run counts as long
     capsys.readouterr()
     assert main(["run", *SMALL, "--json"]) == 0
     out, err = capsys.readouterr()
@@ -371,7 +371,7 @@ def test_long_runs_warn_with_an_estimate_off_a_terminal(capsys, monkeypatch: pyt
 def test_svg_output_is_byte_identical_across_saves(tmp_path: Path) -> None:
     from matplotlib.figure import Figure
 
-    from vfasim.outputs import save_figure
+    from vfasim.io.outputs import save_figure
 
     def draw(path: Path) -> bytes:
         fig = Figure(figsize=(3, 2))

@@ -159,7 +159,7 @@ def plain_fa2(q, k, v, block: int) -> np.ndarray:
 
 def test_c16v32_engine_is_a_plain_numpy_fa2_bit_for_bit():
     q, k, v = rng_qkv(256, 32)
-    from vfasim.api import engine_precision
+    from vfasim.runner.api import engine_precision
     from vfasim.hw import load_hw
 
     res = run_engine(q, k, v, Tiling(256, 256, 32, 64, 64, True), "fa2", engine_precision(load_hw("C16V32")))

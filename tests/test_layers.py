@@ -2,13 +2,13 @@
 
 Every import counts, also those inside functions. Layers, lowest first (a module may import its own
 layer and those below):
-0. base: errors, frozen values, input rules, interrupts, the allocator, atomic outputs;
-1. contracts and descriptions: the trace, hardware configs, kernels, algorithm options;
-2. models: the functional engine, core timing, the chip model, workloads and Q/K/V files;
+0. base: errors, frozen values, the allocator, interrupts and atomic outputs (``io``);
+1. contracts and descriptions: the trace, number formats, hardware configs, kernels;
+2. models: the functional engine, core timing, the chip model, workloads and Q/K/V files (``io``);
 3. trace renderers: Perfetto views of a trace or a chip launch (they read models' outputs only);
-4. the run: input checks, the run spec, preparation, the chip run, the API;
+4. the run (``runner``): input rules and algorithm options, the run spec, preparation, the chip run, the API;
 5. applications: sweeps, validation and calibration, the paper's figure, sensitivity;
-6. reports of applications; 7. the command line and the package's front.
+6. reports of applications (``report``, ``validate.report``); 7. the command line and the package's front.
 """
 
 from __future__ import annotations
@@ -18,14 +18,13 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vfasim"
 LAYERS = [
-    ("vfasim.errors", "vfasim.frozen", "vfasim.rules", "vfasim.interrupt", "vfasim.allocator", "vfasim.outputs"),
-    ("vfasim.trace", "vfasim.hw", "vfasim.kernel", "vfasim.options"),
-    ("vfasim.functional", "vfasim.sim", "vfasim.chip", "vfasim.workloads", "vfasim.qkv_files"),
+    ("vfasim.errors", "vfasim.frozen", "vfasim.allocator", "vfasim.io", "vfasim.io.interrupt", "vfasim.io.outputs"),
+    ("vfasim.trace", "vfasim.formats", "vfasim.hw", "vfasim.kernel"),
+    ("vfasim.functional", "vfasim.sim", "vfasim.chip", "vfasim.workloads", "vfasim.io.qkv_files"),
     ("vfasim.report.perfetto", "vfasim.report.chip_perfetto"),
-    ("vfasim.inputs", "vfasim.spec", "vfasim.row", "vfasim.prepare", "vfasim.chip_run", "vfasim.api"),
-    ("vfasim.sweep", "vfasim.validate", "vfasim.calibrate",
-     "vfasim.figure", "vfasim.sensitivity"),
-    ("vfasim.report",),
+    ("vfasim.runner",),
+    ("vfasim.sweep", "vfasim.validate", "vfasim.figure", "vfasim.sensitivity"),
+    ("vfasim.report", "vfasim.validate.report"),
     ("vfasim.cli", "vfasim"),
 ]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import vfasim
-from vfasim.api import run_configs
+from vfasim.runner.api import run_configs
 from vfasim.cli import main
 from vfasim.errors import VfasimError
 from vfasim.functional import Tiling, reference_attention, run_engine, sampling
@@ -37,7 +37,7 @@ def test_default_mode_switches_to_sample_above_the_limit():
 
 @pytest.mark.parametrize("hw", ["C16V32", "C4V16"])
 def test_engine_rows_subset_is_the_full_run_on_those_rows(hw):
-    from vfasim.api import engine_precision
+    from vfasim.runner.api import engine_precision
     from vfasim.hw import load_hw
 
     wl = make_workload("llm-like", 320, 32, 2, 1, None)
@@ -64,7 +64,7 @@ def test_sample_mode_checks_exactly_the_sampled_rows():
     assert num["sampled_rows"] == rows.size * 2
     wl = make_workload("llm-like", 640, 32, 2, 4, None)
     tiling = Tiling(640, 640, 32, 32, 32, True, 2, 2)
-    from vfasim.api import engine_precision
+    from vfasim.runner.api import engine_precision
     from vfasim.hw import load_hw
 
     prec = engine_precision(load_hw("C4V16"))

@@ -184,7 +184,7 @@ def test_exp_throughput_study_at_tiny_size(tmp_path, capsys):
 
 def test_points_sharing_numerics_run_the_engine_once_and_match_single_runs(monkeypatch):
     import vfasim
-    from vfasim import prepare as api  # where the engine is called
+    from vfasim.runner import prepare as api  # where the engine is called
 
     engine_runs = []
     real = api.run_engine
@@ -216,7 +216,7 @@ def test_pareto_plot_marks_broken_points_and_skips_unchecked_runs(tmp_path, caps
 
 
 def test_a_chip_point_has_the_same_row_in_a_sweep_as_in_run(tmp_path):
-    # one flattening (vfasim.row): the sweep's table carries the chip's figures and names its bound as run does
+    # one flattening (vfasim.runner.row): the sweep's table carries the chip's figures and names its bound as run does
     kw = dict(seq_len=1024, heads=4, batch=2, numerics_heads=0)
     [point] = make_points(["H100-SXM"], ["fa2"], [], kw)
     result = run_sweep([point], tmp_path / "out", jobs=1)

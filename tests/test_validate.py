@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vfasim.calibrate import _golden, at_bound
+from vfasim.validate.calibrate import _golden, at_bound
 from vfasim.cli import main
 from vfasim.hw import load_hw
 from vfasim.kernel import load_kernel

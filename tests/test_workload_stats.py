@@ -14,7 +14,7 @@ import pytest
 from vfasim.functional import run_engine
 from vfasim.functional.precision import Precision
 from vfasim.functional.tiling import Tiling
-from vfasim.qkv_files import load_qkv
+from vfasim.io.qkv_files import load_qkv
 from vfasim.workloads import Workload, make_workload
 
 ROOT = Path(__file__).resolve().parents[1]

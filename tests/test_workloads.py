@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vfasim.errors import VfasimError
-from vfasim.qkv_files import load_qkv
+from vfasim.io.qkv_files import load_qkv
 from vfasim.workloads import (
     WORKLOADS,
     LlmLikeKnobs,

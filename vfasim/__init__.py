@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 
-from vfasim.api import RunResult, run  # noqa: E402
+from vfasim.runner.api import RunResult, run  # noqa: E402
 
 __all__ = ["RunResult", "run", "__version__"]

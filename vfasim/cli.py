@@ -1,7 +1,7 @@
 """Command line: ``vfasim run``, ``vfasim sensitivity``, ``vfasim hw list``, ``vfasim hw show NAME``.
 
 Bad input ends with ``error: <one line>`` on stderr and exit status 2; no traceback.
-Ctrl-C ends with one line and exit status 130, SIGTERM with 143 (see ``vfasim.interrupt``).
+Ctrl-C ends with one line and exit status 130, SIGTERM with 143 (see ``vfasim.io.interrupt``).
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ import warnings
 from pathlib import Path
 from typing import NoReturn
 
-from vfasim import __version__, interrupt
-from vfasim.api import DEFAULT_BLOCK, Options, run
+from vfasim import __version__
+from vfasim.io import interrupt
+from vfasim.runner.api import DEFAULT_BLOCK, Options, run
 from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import ALGORITHMS
 from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES
 from vfasim.functional.sampling import FULL_LIMIT, MODES
 from vfasim.hw import builtin_names, load_hw
 from vfasim.kernel import builtin_kernel_names, load_kernel
-from vfasim.outputs import check_folder_target
+from vfasim.io.outputs import check_folder_target
 from vfasim.report import format_hw, format_kernel, format_run, to_json
 from vfasim.sim import SCHEDULES
 from vfasim.workloads import WORKLOADS
@@ -178,8 +179,8 @@ def _add_validate(sub: argparse._SubParsersAction[_Parser]) -> None:
 def _validate(args: argparse.Namespace) -> str:
     import os
 
-    from vfasim.calibrate import fit_all, run_validation
-    from vfasim.report.validate_report import format_report, to_doc, write_scatter
+    from vfasim.validate.calibrate import fit_all, run_validation
+    from vfasim.validate.report import format_report, to_doc, write_scatter
     from vfasim.validate import FIT_SEQ_LENS, load_rows, modelled, subset
 
     if args.rows is not None and args.rows < 1:
@@ -320,7 +321,7 @@ OUTPUT_OPTIONS = ("spec", "trace_out", "json", "quiet", "check", "command")
 
 def _replayed(args: argparse.Namespace) -> dict:
     """run()'s arguments from ``--spec``; any other run option given beside it is refused."""
-    from vfasim.spec import read_spec, replay_arguments
+    from vfasim.runner.spec import read_spec, replay_arguments
 
     defaults = vars(build_parser().parse_args(["run"]))
     given = [k for k, v in vars(args).items() if k not in OUTPUT_OPTIONS and v != defaults.get(k)]

@@ -46,8 +46,8 @@ from vfasim.errors import VfasimError
 from vfasim.hw import load_hw
 from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.hw.registry import first_error
-from vfasim.inputs import check_schedule, checked
-from vfasim.inputs import factors as check_factors
+from vfasim.runner.inputs import check_schedule, checked
+from vfasim.runner.inputs import factors as check_factors
 from vfasim.sim import simulate
 from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
 
@@ -166,7 +166,7 @@ def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vf
     ``run_kwargs`` are ``run``'s workload, shape and algorithm-option keywords. One core only: on a
     config with a chip section it would time one core with every head in series, so it is refused.
     """
-    from vfasim.prepare import prepare
+    from vfasim.runner.prepare import prepare
 
     check_schedule(schedule)
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)

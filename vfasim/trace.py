@@ -27,6 +27,7 @@ from typing import TypedDict
 import numpy as np
 
 from vfasim.errors import VfasimError
+from vfasim.formats import TRACE_DTYPES
 
 TRACE_VERSION = 2
 
@@ -66,10 +67,8 @@ OP_KINDS: dict[str, tuple[str, str]] = {
 KIND_NAMES: tuple[str, ...] = tuple(OP_KINDS)
 KIND_CODE: dict[str, int] = {name: i for i, name in enumerate(KIND_NAMES)}
 
-#: data types an op's work can be in (matmul inputs, vector side, moved data)
-DTYPES: tuple[str, ...] = (
-    "float32", "float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float4_e2m1",
-)
+#: data types an op's work can be in (matmul inputs, vector side, moved data): vfasim.formats' table
+DTYPES: tuple[str, ...] = TRACE_DTYPES
 DTYPE_CODE: dict[str, int] = {name: i for i, name in enumerate(DTYPES)}
 
 #: tile buffers an op may take or free; -1 in a buffer column means none

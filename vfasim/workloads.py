@@ -1,4 +1,4 @@
-"""Q/K/V workloads: seeded random or synthetic "LLM-like" (files are read by ``vfasim.qkv_files``).
+"""Q/K/V workloads: seeded random or synthetic "LLM-like" (files are read by ``vfasim.io.qkv_files``).
 
 A workload is only the attention inputs of one layer: Q ``[heads, seq, dim]``
 and K, V ``[kv_heads, seq_kv, dim]`` in float32. The score scale

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import vfasim
-from vfasim.api import Options
+from vfasim.runner.api import Options
 from vfasim.report.tables import write_table
 
 HERE = Path(__file__).resolve().parent

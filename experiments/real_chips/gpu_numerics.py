@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from vfasim import run
-from vfasim.api import engine_precision
+from vfasim.runner.api import engine_precision
 from vfasim.functional import Tiling, reference_attention, run_engine
 from vfasim.hw import load_hw
 from vfasim.report.tables import write_table

@@ -34,7 +34,7 @@ import numpy as np
 from vfasim.errors import VfasimError
 from vfasim.functional.policy import summarize_keys
 from vfasim.functional.tiling import Tiling
-from vfasim.qkv_files import load_qkv
+from vfasim.io.qkv_files import load_qkv
 from vfasim.workloads import WORKLOADS, Workload
 
 HERE = Path(__file__).resolve().parent

@@ -7,7 +7,7 @@ verdict against fa2 at the same precision (``functional.checks``).
 
 from __future__ import annotations
 
-from vfasim.api import run
+from vfasim.runner.api import run
 from vfasim.figure.study import BLOCK, PAPER_CONFIGS, SEQUENCE_VARIANTS
 
 

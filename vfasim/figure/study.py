@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from vfasim.api import engine_precision
+from vfasim.runner.api import engine_precision
 from vfasim.functional import Policy, Tiling, policy_for, run_engine
 from vfasim.hw import HardwareConfig
 from vfasim.sim import simulate

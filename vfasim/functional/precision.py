@@ -30,25 +30,15 @@ import numpy as np
 import numpy.typing as npt
 
 from vfasim.errors import VfasimError
+from vfasim.formats import BITS, BLOCK_RULES, NUMPY_DTYPES, VECTOR_DTYPES
 from vfasim.functional import quant
 from vfasim.functional.arrays import all_finite
 
-NUMPY_DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "float4_e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
-}
-#: storage bits per element of each matmul format
-BITS: dict[str, int] = {"float32": 32, "float16": 16, "bfloat16": 16, "float8_e4m3": 8, "float8_e5m2": 8,
-                        "float4_e2m1": 4}
-ENGINE_VECTOR_DTYPES = ("float32", "float16")
+ENGINE_VECTOR_DTYPES = tuple(VECTOR_DTYPES)
 OPERANDS = ("q", "k", "v", "p")
 #: named per-block scale rules (quant.Scaling values)
-BLOCK_SCALES: dict[str, quant.Scaling] = {"mxfp4": quant.MXFP4, "nvfp4": quant.NVFP4,
-                                          "mx": quant.Scaling("per_block", 32, "e8m0")}
+BLOCK_SCALES: dict[str, quant.Scaling] = {name: quant.Scaling("per_block", r.block, r.scale)
+                                          for name, r in BLOCK_RULES.items()}
 NO_SCALING = {"q": "none", "k": "none", "v": "none", "p": "none"}
 
 

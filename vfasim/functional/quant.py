@@ -53,24 +53,10 @@ import ml_dtypes
 import numpy as np
 
 from vfasim.errors import VfasimError
+from vfasim.formats import BLOCK_RULES, MATMUL_DTYPES, SCALE_DTYPES, VECTOR_DTYPES
 from vfasim.functional.arrays import all_finite
 
-FORMATS: dict[str, np.dtype] = {
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "float4_e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
-}
-VECTOR_FORMATS: dict[str, np.dtype] = {
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-}
-SCALE_DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype(np.float32),
-    "e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
-    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
-}
+FORMATS, VECTOR_FORMATS = MATMUL_DTYPES, VECTOR_DTYPES  # matmul input and vector formats (vfasim.formats)
 SCALING_KINDS = ("none", "per_tensor", "per_block")
 E8M0_EXP_RANGE = (-127, 127)  # 0xFF is NaN, so 2**-127 .. 2**127
 
@@ -91,8 +77,8 @@ class Scaling:
                               f"(known: {', '.join(SCALE_DTYPES)})")
 
 
-MXFP4 = Scaling("per_block", 32, "e8m0")  # OCP MX v1.0: 32-element blocks, E8M0 shared scale
-NVFP4 = Scaling("per_block", 16, "float8_e4m3")  # NVIDIA NVFP4: 16-element blocks, E4M3 + fp32 tensor scale
+MXFP4 = Scaling("per_block", BLOCK_RULES["mxfp4"].block, BLOCK_RULES["mxfp4"].scale)  # OCP MX v1.0
+NVFP4 = Scaling("per_block", BLOCK_RULES["nvfp4"].block, BLOCK_RULES["nvfp4"].scale)  # NVIDIA NVFP4
 
 
 @dataclass(frozen=True)

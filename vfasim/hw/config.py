@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vfasim.hw.chip import ChipSpec
+from vfasim.formats import BlockScaleName, VectorFormat
 from vfasim.trace import DTYPES, OP_KINDS
 
 FUSED = "fused"
@@ -84,9 +85,9 @@ class OperandScaling(_Strict):
 
 class PrecisionSpec(_Strict):
     matmul: str = Field(description="Matmul input format (C16/C8/C4 in the config name)")
-    vector: Literal["float32", "float16"] = Field(description="Vector-side arithmetic (V32/V16)")
+    vector: VectorFormat = Field(description="Vector-side arithmetic (V32/V16)")
     scaling: OperandScaling = Field(default_factory=OperandScaling)
-    block_scale: Literal["mxfp4", "nvfp4", "mx"] | None = Field(
+    block_scale: BlockScaleName | None = Field(
         default=None, description="Per-block scale rule: mxfp4/mx (32 elements, E8M0), nvfp4 (16, E4M3)")
 
     @model_validator(mode="after")

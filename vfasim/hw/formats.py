@@ -2,35 +2,21 @@
 
 ``with_matmul_format(config, name)`` returns the config computing its matmuls in
 that format (the vector side stays as the chip has it). A chip supports a format
-when one of its tensor pipelines has a rate for it.
-
-Assumptions (the scaling a shipping kernel uses):
-- fp16 / bf16: no scaling.
-- fp8 (e4m3 / e5m2): FlashAttention-3's FP8 path, one fp32 descale per tensor for
-  Q, K and V; P in [0, 1] cast to fp8 unscaled.
-- fp4 (e2m1): NVFP4, blocks of 16 elements with an E4M3 scale, on every operand
-  (Q, K, V and P), as Blackwell's block-scaled MMA takes it.
+when one of its tensor pipelines has a rate for it. The formats, and the scaling a
+shipping kernel uses with each (its assumptions), are rows of ``vfasim.formats``.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
+from vfasim import formats
 from vfasim.errors import VfasimError
 from vfasim.hw.config import HardwareConfig, OperandScaling, PrecisionSpec
 
-_NONE = OperandScaling()
-_FP8 = OperandScaling(q="per_tensor", k="per_tensor", v="per_tensor", p="none")
-_FP4 = OperandScaling(q="per_block", k="per_block", v="per_block", p="per_block")
-
+BlockScale = formats.BlockScaleName | None
 #: user-facing name -> (matmul data type, operand scaling, block scale rule)
-BlockScale = Literal["mxfp4", "nvfp4", "mx"] | None
 MATMUL_FORMATS: dict[str, tuple[str, OperandScaling, BlockScale]] = {
-    "fp16": ("float16", _NONE, None),
-    "bf16": ("bfloat16", _NONE, None),
-    "fp8_e4m3": ("float8_e4m3", _FP8, None),
-    "fp8_e5m2": ("float8_e5m2", _FP8, None),
-    "fp4": ("float4_e2m1", _FP4, "nvfp4"),
+    name: (dtype, OperandScaling.model_validate(dict(fmt.scaling)), fmt.block_scale)
+    for name, dtype in formats.MATMUL_FORMATS.items() for fmt in (formats.FORMATS[dtype],)
 }
 
 

@@ -35,9 +35,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from vfasim.formats import FormatClass
+
 ACC_BYTES = 4  # fp32 scores and O accumulator
 MAX_TILE = 1024
-FormatClass = Literal["16bit", "8bit", "4bit"]
 
 
 class _Strict(BaseModel):

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from vfasim.figure.claims import PRIMARY
 from vfasim.figure.params import describe
-from vfasim.outputs import save_figure
+from vfasim.io.outputs import save_figure
 
 if TYPE_CHECKING:
     from vfasim.figure import LatencyRatio

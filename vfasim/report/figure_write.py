@@ -1,6 +1,6 @@
 """Writing the latency-ratio outputs: bars, claims (CSV + Markdown), parameters, curve, implied bars.
 
-Every file is written atomically (``vfasim.outputs``), so an interrupted run leaves nothing half-written.
+Every file is written atomically (``vfasim.io.outputs``), so an interrupted run leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from vfasim.figure.claims import PRIMARY_REASON
 from vfasim.figure.fit import P7_PROOF
 from vfasim.figure.params import PARAM_RANGES, at_bound, describe
 from vfasim.figure.views import BAR_COLUMNS
-from vfasim.outputs import write_text
+from vfasim.io.outputs import write_text
 
 if TYPE_CHECKING:
     from vfasim.figure import LatencyRatio

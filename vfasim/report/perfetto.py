@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vfasim.outputs import write_with
+from vfasim.io.outputs import write_with
 from vfasim.sim.engine import Timeline
 from vfasim.trace import DTYPES, KIND_CODE, KIND_NAMES, OP_KINDS, Trace
 
@@ -55,7 +55,7 @@ def chrome_trace(trace: Trace, timeline: Timeline, events: Iterable[AlgorithmEve
 
 
 def write_chrome_trace(path: str | Path, doc: dict) -> None:
-    """Write ``doc`` as JSON atomically (see ``vfasim.outputs``): a folder's temp file, then a rename."""
+    """Write ``doc`` as JSON atomically (see ``vfasim.io.outputs``): a folder's temp file, then a rename."""
     def dump(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, allow_nan=False, separators=(",", ":"))

@@ -6,7 +6,7 @@ import csv
 import io
 from pathlib import Path
 
-from vfasim.outputs import write_text
+from vfasim.io.outputs import write_text
 
 
 def write_table(rows: list[dict], columns: tuple[str, ...], stem: Path) -> list[Path]:

@@ -45,14 +45,15 @@ import pandas as pd
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from vfasim import __version__, interrupt
-from vfasim.api import Options, run, run_configs
+from vfasim import __version__
+from vfasim.io import interrupt
+from vfasim.runner.api import Options, run, run_configs
 from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import policy_for
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import deep_merge, first_error
-from vfasim.inputs import check_keywords, check_plan, signature_defaults, warn_if_long
-from vfasim.outputs import check_folder_target
+from vfasim.runner.inputs import check_keywords, check_plan, signature_defaults, warn_if_long
+from vfasim.io.outputs import check_folder_target
 from vfasim.sweep.plots import SWEEP_FILES, format_sweep, sweep_frame, write_sweep
 from vfasim.sweep.exec import EXECUTORS, compute
 from vfasim.sweep.journal import JOURNAL, journal_writer, read_journal

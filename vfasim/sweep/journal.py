@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vfasim.errors import VfasimError
-from vfasim.outputs import folder_lock
+from vfasim.io.outputs import folder_lock
 
 JOURNAL = "points.jsonl"
 

@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.typing import ColorType
 
-from vfasim.outputs import save_figure, write_with
-from vfasim.row import result_row
+from vfasim.io.outputs import save_figure, write_with
+from vfasim.runner.row import result_row
 
 ROLE_MARKERS = {"tensor": "o", "vector": "s", "exp": "^", "vector+exp": "P", "memory": "D", "launch": "X"}
 SHARE_COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
@@ -33,7 +33,7 @@ TABLE_FIGURES = ("latency_cycles", "speedup", "verdict", "rel_err_vs_fp64", "bou
 
 
 def sweep_row(record: dict) -> dict:
-    """One row: a point's inputs, then its result's row (``vfasim.row``: the same as ``RunResult.to_row``)."""
+    """One row: a point's inputs, then its result's row (``vfasim.runner.row``: the same as ``RunResult.to_row``)."""
     row = result_row(record["result"])
     return {**record["inputs"], **{k: v for k, v in row.items() if k not in record["inputs"]}, "key": record["key"]}
 

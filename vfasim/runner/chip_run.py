@@ -19,7 +19,6 @@ import dataclasses
 import math
 from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -29,13 +28,14 @@ from vfasim.chip.fluid import POLICIES
 from vfasim.chip.run import ChipResult, Geometry, simulate_chip, unit_bound_counts
 from vfasim.chip.occupancy import TileShape
 from vfasim.errors import VfasimError
+from vfasim.formats import format_class
 from vfasim.functional import Policy, Precision, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, builtin_names
 from vfasim.kernel import Kernel, TileRule, WaveSplit, load_kernel
 from vfasim.sim import busiest_stream
-from vfasim.options import Options
-from vfasim.prepare import engine_precision, numerics_block, prepare, run_workload
+from vfasim.runner.options import Options
+from vfasim.runner.prepare import engine_precision, numerics_block, prepare, run_workload
 from vfasim.trace import KIND_CODE as OP_CODES
 from vfasim.trace import OP_KINDS, Trace
 
@@ -134,13 +134,6 @@ def kernel_tiles(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: 
         raise VfasimError(str(exc)) from None
     rows = rule.block_q // kernel.streams_per_cta(rule)
     return rule, rows if block_q is None else block_q, rule.block_k if block_k is None else block_k
-
-
-def format_class(matmul: str) -> Literal["16bit", "8bit", "4bit"]:
-    """The tile tables' class of a matmul format: 16bit (fp16, bf16), 8bit (fp8) or 4bit (fp4)."""
-    if matmul.startswith("float8"):
-        return "8bit"
-    return "4bit" if matmul.startswith("float4") else "16bit"
 
 
 def _policy(algo: str, options: Options, kernel: Kernel) -> Policy:

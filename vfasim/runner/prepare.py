@@ -25,9 +25,9 @@ from vfasim.functional import checks, sampling
 from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.hw import HardwareConfig, load_hw
-from vfasim.inputs import check_blocks
-from vfasim.options import Options, merged_options
-from vfasim.qkv_files import load_qkv
+from vfasim.runner.inputs import check_blocks
+from vfasim.runner.options import Options, merged_options
+from vfasim.io.qkv_files import load_qkv
 from vfasim.workloads import Workload, make_workload
 
 BASELINE = "fa2"

@@ -35,8 +35,8 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 from vfasim.functional import sampling
-from vfasim.options import OPTION_RULES, Options
-from vfasim.rules import flag, integer, number, optional, path, text
+from vfasim.runner.options import OPTION_RULES, Options
+from vfasim.runner.rules import flag, integer, number, optional, path, text
 
 LONG_RUN_S = 60.0
 BASE_BYTES = 240 * 2**20  # interpreter, NumPy, pandas, the engine's step batches (STEP_BYTES each)
@@ -96,7 +96,7 @@ def _normalised(arguments: Mapping[str, Any], signature: inspect.Signature) -> d
             values[name] = value
     values = normalised_keywords(values)
     if "options" in values and not _is_options(values["options"]):
-        raise VfasimError(f"options must be vfasim.api.Options(...) (or give lam=..., topk=... as keywords), "
+        raise VfasimError(f"options must be vfasim.runner.api.Options(...) (or give lam=..., topk=... as keywords), "
                           f"got {type(values['options']).__name__}")
     if "factors" in values:
         values["factors"] = factors(values["factors"])
@@ -149,7 +149,7 @@ def check_combination(values: Mapping[str, Any], defaults: Mapping[str, Any]) ->
     elif "seq_len" in values and not _timing_only_chip({**defaults, **values}):
         check_plan(values, defaults)
     if values.get("trace_out") is not None:
-        from vfasim.outputs import check_file_target
+        from vfasim.io.outputs import check_file_target
 
         check_file_target(values["trace_out"], "trace file")
 

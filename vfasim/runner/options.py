@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from vfasim.errors import VfasimError
-from vfasim.rules import flag, integer, number, optional, text
+from vfasim.runner.rules import flag, integer, number, optional, text
 
 OPTION_RULES: dict[str, Callable[[str, object], object]] = {
     "lam": lambda n, v: number(n, v, 0.0, 1.0), "topk": lambda n, v: integer(n, v, 0),

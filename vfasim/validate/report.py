@@ -1,6 +1,6 @@
 """``vfasim validate`` output: the MAPE table, the worst rows and why, the ratio checks, the scatter.
 
-Consumes the groups and predictions of ``vfasim.calibrate``; computes only summaries of
+Consumes the groups and predictions of ``vfasim.validate.calibrate``; computes only summaries of
 them (means, counts). Figures are drawn without pyplot and written atomically.
 """
 
@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
-    from vfasim.calibrate import Group
+    from vfasim.validate.calibrate import Group
     from vfasim.validate import Prediction, Row
 
 CHIP_COLORS = {"H100-SXM": "#4c72b0", "H200": "#55a868", "B200": "#c44e52", "B300": "#8172b2",

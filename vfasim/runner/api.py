@@ -15,15 +15,15 @@ from vfasim.errors import VfasimError
 from vfasim.frozen import freeze, thaw
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.formats import with_matmul_format
-from vfasim.inputs import check_schedule, checked
+from vfasim.runner.inputs import check_schedule, checked
 from vfasim.kernel import Kernel, load_kernel
-from vfasim.options import Options, merged_options
-from vfasim.prepare import Prepared, checked_numerics, digest, engine_precision, prepare
+from vfasim.runner.options import Options, merged_options
+from vfasim.runner.prepare import Prepared, checked_numerics, digest, engine_precision, prepare
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import simulate, timing_stats
 from vfasim.sim.critical import critical_path
-from vfasim.row import result_row
-from vfasim.spec import run_spec
+from vfasim.runner.row import result_row
+from vfasim.runner.spec import run_spec
 
 __all__ = ["DEFAULT_BLOCK", "DEFAULT_KERNEL", "Options", "RunResult", "engine_precision", "run", "run_configs"]
 
@@ -59,7 +59,7 @@ class RunResult:
     options: dict[str, object] = field(default_factory=dict)
     critical_path: dict[str, object] = field(default_factory=dict)
     chip: dict[str, object] = field(default_factory=dict)  # chip runs only: cores, waves, bytes, bound, ...
-    spec: dict[str, object] = field(default_factory=dict)  # every input that decides the result (vfasim.spec)
+    spec: dict[str, object] = field(default_factory=dict)  # every input that decides the result (vfasim.runner.spec)
 
     def __post_init__(self) -> None:  # read-only all the way down: a digest cannot be edited
         for name in self.__dataclass_fields__:
@@ -70,7 +70,7 @@ class RunResult:
         return {name: thaw(getattr(self, name)) for name in self.__dataclass_fields__}
 
     def to_row(self) -> dict[str, object]:
-        """The result as one flat table row (``vfasim.row``): what sweeps tabulate, one column per figure."""
+        """The result as one flat table row (``vfasim.runner.row``): what sweeps tabulate, one column per figure."""
         return result_row(self.to_dict())
 
 
@@ -190,7 +190,7 @@ def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
 
 
 def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, kernel: Kernel) -> RunResult:
-    from vfasim.chip_run import run_chip
+    from vfasim.runner.chip_run import run_chip
 
     keys = ("batch", "seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed",
             "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "schedule")

@@ -33,6 +33,7 @@ from importlib import resources
 import numpy as np
 
 from vfasim.errors import VfasimError
+from vfasim.formats import MATMUL_FORMATS, TABLE_NAMES
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.kernel import Kernel, kernels_measured_as, load_kernel
 
@@ -40,10 +41,9 @@ from vfasim.kernel import Kernel, kernels_measured_as, load_kernel
 CHIPS = {"H100-SXM5-80GB": "H100-SXM", "H100": "H100-SXM", "H200": "H200", "B200": "B200",
          "Ascend-910B2": "Ascend-910B"}
 #: table dtype -> matmul format
-FORMATS = {"fp16": "fp16", "16bit": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8_e4m3"}
+FORMATS = TABLE_NAMES
 #: a config's matmul data type -> the tables' format name
-TABLE_FORMATS = {"float16": "fp16", "bfloat16": "bf16", "float8_e4m3": "fp8_e4m3", "float8_e5m2": "fp8_e5m2",
-                 "float4_e2m1": "fp4"}
+TABLE_FORMATS = {dtype: name for name, dtype in MATMUL_FORMATS.items()}
 #: tables whose values are transcriptions the README asks not to fit on
 UNVERIFIED_TABLES = frozenset({"h100_fa3_fp8_forward.csv"})
 #: the declared fit rows: sequence lengths (every other length is held out)
@@ -169,7 +169,7 @@ class Prediction:
 def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None) -> Prediction:
     """The model's figure for one row (timing only), on ``config`` or the row's built-in chip, as ``kernel``
     or the shipped kernel that claims the row. Tiles, dispatch and decode path are the kernel's own."""
-    from vfasim.api import run
+    from vfasim.runner.api import run
 
     hw = config or load_hw(CHIPS[row.chip])
     if row.clock_mhz is not None:

@@ -1,0 +1,1 @@
+"""Where the package meets the file system and the process: atomic outputs, Q/K/V files, interrupts."""
