@@ -1,7 +1,24 @@
-"""vfasim: a cycle-approximate performance model of FlashAttention-style kernels with checked numerics."""
+"""vfasim: a cycle-approximate performance model of FlashAttention-style kernels with checked numerics.
+
+``run`` and ``RunResult`` load on first use, so that ``import vfasim`` (and ``vfasim --version``)
+costs no NumPy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from vfasim.runner.api import RunResult, run  # noqa: E402
+if TYPE_CHECKING:
+    from vfasim.runner.api import RunResult, run
 
 __all__ = ["RunResult", "run", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    if name not in ("RunResult", "run"):
+        raise AttributeError(f"module 'vfasim' has no attribute {name!r}")
+    from vfasim.runner import api
+
+    return getattr(api, name)

@@ -2,6 +2,8 @@
 
 Bad input ends with ``error: <one line>`` on stderr and exit status 2; no traceback.
 Ctrl-C ends with one line and exit status 130, SIGTERM with 143 (see ``vfasim.io.interrupt``).
+Each command imports what it needs when it runs, and the parser fills in only the options of
+the command given: ``vfasim --version``, ``--help`` and ``hw list`` load neither NumPy nor pydantic.
 """
 
 from __future__ import annotations
@@ -13,18 +15,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from vfasim import __version__
-from vfasim.io import interrupt
-from vfasim.runner.api import DEFAULT_BLOCK, Options, run
 from vfasim.errors import Interrupted, VfasimError
-from vfasim.functional import ALGORITHMS
-from vfasim.functional.policy import KEY_SUMMARIES, Q_SUMMARIES
-from vfasim.functional.sampling import FULL_LIMIT, MODES
-from vfasim.hw import builtin_names, load_hw
-from vfasim.kernel import builtin_kernel_names, load_kernel
-from vfasim.io.outputs import check_folder_target
-from vfasim.report import format_hw, format_kernel, format_run, to_json
-from vfasim.sim import SCHEDULES
-from vfasim.workloads import WORKLOADS
+from vfasim.io import interrupt
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN = 3  # vfasim run --check: the run's numerics verdict is broken
@@ -35,11 +27,27 @@ class _Parser(argparse.ArgumentParser):
         raise VfasimError(f"{self.prog}: {message}" if " " in self.prog else message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``command``, only that command's options are filled in (the others keep their
+    name and help line), so that a command loads only the modules its own options name."""
     parser = _Parser(prog="vfasim", description="Performance model of FlashAttention-style kernels.")
     parser.add_argument("--version", action="version", version=f"vfasim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run_p = sub.add_parser("run", help="simulate one algorithm on one core, with checked numerics")
+    sens = sub.add_parser("sensitivity", help="latency change when each hardware parameter is scaled")
+    sweep = sub.add_parser("sweep", help="what-if grid over hardware fields and run options (resumable)")
+    for name, p, fill in (("run", run_p, _add_run_command), ("sensitivity", sens, _add_sensitivity),
+                          ("sweep", sweep, _add_sweep)):
+        if command in (None, name):
+            fill(p)
+    _add_other_commands(sub)
+    _name_commands_and_defaults(parser)
+    return parser
+
+
+def _add_run_command(run_p: argparse.ArgumentParser) -> None:
+    from vfasim.functional.sampling import FULL_LIMIT, MODES
+
     _add_run(run_p)
     run_p.add_argument("--trace-out", default=None, metavar="FILE",
                        help="also write a Chrome/Perfetto trace (JSON) of the timeline to FILE")
@@ -56,11 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="check the output against the float64 oracle and fa2 on every query row (full), "
                             "on a stated subset of query blocks (sample) or not at all (off); default: full "
                             f"up to {FULL_LIMIT:,} score entries (heads x seq x kv), else sample")
-    sens = sub.add_parser("sensitivity", help="latency change when each hardware parameter is scaled")
+
+
+def _add_sensitivity(sens: argparse.ArgumentParser) -> None:
     _add_run(sens)
     sens.add_argument("--factors", type=float, nargs="+", default=[2.0, 0.5],
                       help="multipliers applied to each parameter (default: 2 0.5)")
-    _add_sweep(sub)
+
+
+def _add_other_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """figure, validate, hw and kernel: options that name nothing from the models."""
     fig = sub.add_parser("figure", help="rebuild a figure of the VFA paper from the model")
     fig_sub = fig.add_subparsers(dest="figure", required=True, parser_class=_Parser)
     lr = fig_sub.add_parser("latency-ratio", help="Figure 1: latency ratio normalized to Tensor on C16V32")
@@ -85,8 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
     k_sub.add_parser("list", help="names of the built-in kernels")
     k_show = k_sub.add_parser("show", help="print one kernel (built-in name or YAML path)")
     k_show.add_argument("name")
-    _name_commands_and_defaults(parser)
-    return parser
 
 
 def _name_commands_and_defaults(parser: argparse.ArgumentParser) -> None:
@@ -102,6 +113,10 @@ def _name_commands_and_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
+    from vfasim.functional.policy import ALGORITHMS, KEY_SUMMARIES, Q_SUMMARIES
+    from vfasim.sim import SCHEDULES
+    from vfasim.workloads import WORKLOADS
+
     p.add_argument("--hw", default="C4V16", help="built-in config name or YAML path (default C4V16)")
     p.add_argument("--algo", default="vfa", help=f"one of {', '.join(ALGORITHMS)} (default vfa)")
     p.add_argument("--seq-len", type=int, default=4096)
@@ -180,6 +195,8 @@ def _validate(args: argparse.Namespace) -> str:
     import os
 
     from vfasim.validate.calibrate import fit_all, run_validation
+    from vfasim.kernel import load_kernel
+    from vfasim.report import to_json
     from vfasim.validate.report import format_report, to_doc, write_scatter
     from vfasim.validate import FIT_SEQ_LENS, load_rows, modelled, subset
 
@@ -206,8 +223,10 @@ def _validate(args: argparse.Namespace) -> str:
     return format_report(doc) + "".join(f"\nwrote {p}" for p in paths)
 
 
-def _add_sweep(sub: argparse._SubParsersAction[_Parser]) -> None:
-    p = sub.add_parser("sweep", help="what-if grid over hardware fields and run options (resumable)")
+def _add_sweep(p: argparse.ArgumentParser) -> None:
+    from vfasim.sim import SCHEDULES
+    from vfasim.workloads import WORKLOADS
+
     p.add_argument("--hw", action="append", help="configs, comma list or repeated (default C4V16)")
     p.add_argument("--algo", action="append", help="algorithms, comma list or repeated (default vfa)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=V1,V2",
@@ -230,7 +249,7 @@ def _add_sweep(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
+    parser = build_parser(next((a for a in argv if not a.startswith("-")), ""))  # the first word is the command
     if not argv:
         print(parser.format_usage().rstrip(), file=sys.stderr)
         print("error: choose a command (vfasim --help describes them)", file=sys.stderr)
@@ -270,10 +289,36 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
     if args.command == "validate":
         return _validate(args), 0
     if args.command == "hw":
-        return ("\n".join(builtin_names()) if args.hw_command == "list" else format_hw(load_hw(args.name))), 0
+        return _hw(args), 0
     if args.command == "kernel":
-        return ("\n".join(builtin_kernel_names()) if args.kernel_command == "list"
-                else format_kernel(load_kernel(args.name))), 0
+        return _kernel(args), 0
+    return _run(args)
+
+
+def _hw(args: argparse.Namespace) -> str:
+    if args.hw_command == "list":
+        from vfasim.hw.registry import builtin_names
+
+        return "\n".join(builtin_names())
+    from vfasim.hw import load_hw
+    from vfasim.report import format_hw
+
+    return format_hw(load_hw(args.name))
+
+
+def _kernel(args: argparse.Namespace) -> str:
+    from vfasim.kernel import builtin_kernel_names, load_kernel
+    from vfasim.report import format_kernel
+
+    return "\n".join(builtin_kernel_names()) if args.kernel_command == "list" else format_kernel(load_kernel(args.name))
+
+
+def _run(args: argparse.Namespace) -> tuple[str, int]:
+    """``vfasim run`` or ``vfasim sensitivity``: what to print, and the exit status."""
+    from vfasim.runner.api import DEFAULT_BLOCK, Options, run
+    from vfasim.functional.sampling import FULL_LIMIT
+    from vfasim.report import format_run, to_json
+
     options = Options(**{name: getattr(args, name) for name in Options.__dataclass_fields__})
     shape = dict(seq_len=args.seq_len, head_dim=args.head_dim, block_q=args.block_q, block_k=args.block_k,
                  causal=args.causal, heads=args.heads, kv_heads=args.kv_heads, seed=args.seed,
@@ -306,6 +351,7 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
 
 
 def _coverage(doc: dict) -> dict:
+    from vfasim.hw import load_hw
     from vfasim.validate import TABLE_FORMATS, coverage
 
     shape = doc["shape"]
@@ -333,6 +379,7 @@ def _replayed(args: argparse.Namespace) -> dict:
 
 def _figure(args: argparse.Namespace) -> str:
     from vfasim.figure import SHARE_CLAIMS, latency_ratio  # plotting stack loads only for this command
+    from vfasim.io.outputs import check_folder_target
     from vfasim.report.figure_write import FIGURE_FILES, summary, write_latency_ratio
 
     fit = SHARE_CLAIMS if args.fit is None else frozenset(x for x in args.fit.split(",") if x)

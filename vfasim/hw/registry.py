@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import ValidationError
 
 from vfasim.errors import VfasimError
-from vfasim.hw.config import HardwareConfig
+
+if TYPE_CHECKING:  # pydantic loads with the first config, not for the list of names
+    from pydantic import ValidationError
+
+    from vfasim.hw.config import HardwareConfig
 
 MAX_BASE_DEPTH = 8
 MAX_YAML_BYTES = 2**20  # a config or kernel description is a few KB; anything larger is not one
@@ -34,6 +37,10 @@ def _builtin_files() -> dict[str, Any]:
 
 def load_hw(name_or_path: str | Path) -> HardwareConfig:
     """A built-in config by name (case-insensitive) or a YAML file by path."""
+    from pydantic import ValidationError
+
+    from vfasim.hw.config import HardwareConfig
+
     raw, origin = _raw(str(name_or_path), chain=())
     try:
         return HardwareConfig.model_validate(raw)
