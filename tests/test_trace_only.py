@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import vfasim
 from vfasim.errors import VfasimError
 from vfasim.functional import Precision, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
@@ -39,3 +40,21 @@ def test_data_dependent_policies_are_refused(algo):
     assert not data_independent(policy_for(algo))
     with pytest.raises(VfasimError, match="depends on the data"):
         trace_only(Tiling(128, 128, 32, 64, 64, True), algo)
+
+
+TIMING = ("latency_cycles", "pipelines", "shares", "bottleneck", "bound", "ops", "critical_path")
+
+
+@pytest.mark.parametrize("algo", ["fa2", "vfa", "vsa", "fa4", "blasst", "bsfa"])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("hw", ["C16V32", "C8V16"])
+def test_numerics_off_times_the_same_trace(algo, causal, hw):
+    """--numerics off: the same trace and every timing figure as a run with numerics (fa2 and vfa
+    without any arithmetic; data-dependent algorithms still through the engine)."""
+    kw = dict(seq_len=640, head_dim=64, block_q=64, block_k=64, heads=4, kv_heads=2, causal=causal, topk=3)
+    off, full = vfasim.run(hw, algo, numerics="off", **kw), vfasim.run(hw, algo, **kw)
+    assert off.manifest["trace_digest"] == full.manifest["trace_digest"]
+    assert {k: getattr(off, k) for k in TIMING} == {k: getattr(full, k) for k in TIMING}
+    timing_only = data_independent(policy_for(algo))
+    assert (off.manifest["output_digest"] is None) == timing_only
+    assert (off.numerics["nan_count"] is None) == timing_only and off.numerics["numerics_mode"] == "off"

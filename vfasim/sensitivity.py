@@ -174,4 +174,4 @@ def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vf
         raise VfasimError(f"sensitivity re-times one core's trace; {config.name} is a chip (give a core config, "
                           "or compare chip variants with vfasim sweep)")
     prepared = prepare(config, algo, **run_kwargs)
-    return sensitivity(prepared.result.traced(), prepared.config, schedule, factors)
+    return sensitivity(prepared.trace, prepared.config, schedule, factors)

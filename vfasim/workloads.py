@@ -355,7 +355,13 @@ def make_workload(
     name: str, seq_len: int, head_dim: int, heads: int = 1, seed: int = 0, kv_heads: int | None = None,
 ) -> Workload:
     """Generate the named workload (a key of WORKLOADS); ``kv_heads`` < heads for GQA."""
+    check_workload(name, seq_len, head_dim, heads, seed, kv_heads)
+    return WORKLOADS[name](seq_len, head_dim, heads=heads, seed=seed, kv_heads=kv_heads)
+
+
+def check_workload(name: str, seq_len: int, head_dim: int, heads: int, seed: int, kv_heads: int | None) -> int:
+    """What ``make_workload`` refuses, refused without drawing anything; the K/V heads it would make."""
     if name not in WORKLOADS:
         raise VfasimError(f"unknown workload {name!r}; valid: {', '.join(WORKLOADS)}")
     check_sizes(seq_len, head_dim, heads, seed)
-    return WORKLOADS[name](seq_len, head_dim, heads=heads, seed=seed, kv_heads=kv_heads)
+    return check_groups(heads, kv_heads)

@@ -50,16 +50,24 @@ def format_run(doc: dict) -> str:
         "",
         f"numerics ({num['matmul_dtype']} matmul inputs, {num['vector_dtype']} vector side)",
         *_checked_lines(num),
+        *(_engine_lines(num) if num["nan_count"] is not None else
+          ["  timing only: the engine's arithmetic did not run (no output, NaN/Inf, frozen-max or skip figures)"]),
+        f"trace {doc['manifest']['trace_digest'][:16]}  hw {doc['manifest']['hw_digest']}  "
+        f"seed {doc['manifest']['seed']}",
+    ]
+    return "\n".join(lines)
+
+
+def _engine_lines(num: dict) -> list[str]:
+    """What the engine's own run tells, over every row."""
+    return [
         f"  NaN {num['nan_count']}  Inf {num['inf_count']}   rows with frozen max below true "
         f"{num['frozen_max_below_true_rows']:.2%} (largest gap {num['frozen_max_largest_gap']:.3g})",
         f"  skipped blocks {num['skipped_block_fraction']:.1%}   skipped rows "
         f"{num['skipped_row_fraction']:.1%}   rescale skipped {num['rescale_skip_fraction']:.1%}",
         f"  overflows {num['overflow_count']:,}   underflows {num['underflow_count']:,} "
         f"({', '.join(f'{k} {v:,}' for k, v in num['flows'].items() if v) or 'none'})",
-        f"trace {doc['manifest']['trace_digest'][:16]}  hw {doc['manifest']['hw_digest']}  "
-        f"seed {doc['manifest']['seed']}",
     ]
-    return "\n".join(lines)
 
 
 def format_verdict(num: dict) -> list[str]:

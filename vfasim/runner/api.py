@@ -97,7 +97,10 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     default to 128 x 128, ``batch`` elements are more heads, and the chip-only inputs are refused.
     ``numerics`` (one core) is
     ``full``, ``sample`` (a stated subset of query blocks, see ``functional.sampling``) or
-    ``off``; None picks ``full`` up to ``sampling.FULL_LIMIT`` score entries, else ``sample``.
+    ``off``; None picks ``full`` up to ``sampling.FULL_LIMIT`` score entries, else ``sample``. ``off`` on a
+    generated workload with an algorithm whose trace does not depend on the data (fa2, vfa and their
+    ablations) is timing only: the trace is emitted without arithmetic (the same trace), no Q, K or V
+    are made, and the engine's own figures, the workload and output digests are None.
     ``matmul_format`` (e.g. ``"fp8_e4m3"``) picks the matmul format
     among those the chip supports, with the scaling a real kernel uses (``hw.formats``).
     """
@@ -161,22 +164,24 @@ def _spec_of(hw: str | Path | HardwareConfig, config: HardwareConfig, algo: str,
 def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
            trace_out: str | Path | None, seed: int, decode: bool, block_k: int) -> RunResult:
     """The prepared run timed on ``config``: timeline, statistics, critical path, manifest, numerics."""
-    _, policy, opts, workload, workload_digest, tiling, precision, result, references, blocks = prepared
-    causal, trace = tiling.causal, result.traced()
+    policy, opts, tiling, precision, result = (prepared.policy, prepared.opts, prepared.tiling, prepared.precision,
+                                               prepared.result)
+    causal, trace = tiling.causal, prepared.trace
     timeline = simulate(trace, config, schedule)
     stats = timing_stats(trace, timeline, config)
     crit = critical_path(trace, timeline, config, schedule)
-    refs = references() if references is not None else None  # waits for the side threads
-    numerics, failed_rows = checked_numerics(precision, policy, result, refs, blocks, tiling)
+    refs = prepared.references() if prepared.references is not None else None  # waits for the side threads
+    numerics, failed_rows = checked_numerics(precision, policy, result, refs, prepared.blocks, tiling)
     if trace_out is not None:
-        events = algorithm_events(trace, timeline, result.above_max)
+        events = algorithm_events(trace, timeline, None if result is None else result.above_max)
         events += row_failure_events(trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
         write_chrome_trace(trace_out, chrome_trace(trace, timeline, events, config.clock_ghz))
     manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
-                "workload_digest": workload_digest, "trace_digest": trace.digest(),
-                "trace_ops": len(trace), "output_digest": digest(result.out), "schedule": schedule}
+                "workload_digest": prepared.workload_digest, "trace_digest": trace.digest(),
+                "trace_ops": len(trace), "output_digest": None if result is None else digest(result.out),
+                "schedule": schedule}
     return RunResult(
-        hw=config.name, algo=algo, workload=workload, latency_cycles=stats.latency_cycles,
+        hw=config.name, algo=algo, workload=prepared.workload, latency_cycles=stats.latency_cycles,
         latency_us=stats.latency_cycles / (config.clock_ghz * 1e3), pipelines=stats.pipelines,
         shares=stats.shares, bottleneck=stats.bottleneck, bound=role_of(stats.bottleneck, config), ops=stats.ops,
         manifest=manifest,

@@ -2,7 +2,9 @@
 references it is checked against, and the numerics block of a result.
 
 ``prepare`` resolves the config, policy and workload and runs the engine (its trace inside); with
-references, the float64 oracle and the fa2 baseline run beside it in two threads. ``numerics_block`` and
+references, the float64 oracle and the fa2 baseline run beside it in two threads. With numerics off,
+a generated workload and a trace that does not depend on the data (``trace_only.data_independent``),
+there is nothing to compute: the trace is emitted without Q, K or V and the run is timing only. ``numerics_block`` and
 ``checked_numerics`` turn the engine's result and the references into the numerics of a result.
 """
 
@@ -24,11 +26,13 @@ from vfasim.functional import EngineResult, Policy, Precision, Tiling, policy_fo
 from vfasim.functional import checks, sampling
 from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
+from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.runner.inputs import check_blocks
 from vfasim.runner.options import Options, merged_options
 from vfasim.io.qkv_files import load_qkv
-from vfasim.workloads import Workload, make_workload
+from vfasim.trace import Trace
+from vfasim.workloads import Workload, check_workload, make_workload
 
 BASELINE = "fa2"
 BSFA_CALIBRATION_RUNS = 2  # calibration workloads: the same generator at seeds seed+1, seed+2
@@ -40,10 +44,11 @@ class Prepared(NamedTuple):
     policy: Policy
     opts: Options
     workload: str  # name; Q, K and V are let go once the engine has run (the timing needs none)
-    workload_digest: str
+    workload_digest: str | None  # None: timing only, no Q, K or V were made
     tiling: Tiling
     precision: Precision
-    result: EngineResult
+    result: EngineResult | None  # None: timing only (numerics off on a data-independent trace)
+    trace: Trace
     references: Callable[[], tuple[np.ndarray, EngineResult]] | None  # float64 oracle output, fa2 (waits)
     blocks: np.ndarray | None = None  # query blocks the references cover (sampled numerics); None: all
 
@@ -64,6 +69,13 @@ def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, 
     opts = merged_options(options, option_kwargs)
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
     policy = policy or policy_for(algo, **opts.policy_options())
+    if numerics == "off" and qkv is None and data_independent(policy):
+        tiling = _unmade_tiling(workload, seq_len, head_dim, block_q, block_k, causal, heads, kv_heads, seed,
+                                decode, queries)
+        check_blocks(tiling)
+        precision = engine_precision(config)
+        trace = trace_only(tiling, policy, precision, decode=decode)
+        return Prepared(config, policy, opts, workload, None, tiling, precision, None, trace, None)
     wl = run_workload(qkv, workload, seq_len, head_dim, heads, kv_heads, seed, decode, queries)
     tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if decode else block_q,
                     block_k, causal, wl.heads, wl.kv_heads)
@@ -89,8 +101,23 @@ def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, 
         result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
                             decode=decode, progress=progress, threads=threads)
     refs = _awaited(*side, result if is_baseline else None) if side is not None else None
-    return Prepared(config, policy, opts, wl.name, digest(wl.q, wl.k, wl.v), tiling, precision, result, refs,
-                     blocks)
+    return Prepared(config, policy, opts, wl.name, digest(wl.q, wl.k, wl.v), tiling, precision, result,
+                    result.traced(), refs, blocks)
+
+
+def _unmade_tiling(name: str, seq_len: int, head_dim: int, block_q: int, block_k: int, causal: bool, heads: int,
+                   kv_heads: int | None, seed: int, decode: bool, queries: int) -> Tiling:
+    """The tiling ``prepare`` runs the generated workload on, its inputs checked as generating it would."""
+    kv_heads = check_workload(name, seq_len, head_dim, heads, seed, kv_heads)
+    rows = _checked_queries(queries, seq_len) if decode else seq_len
+    return Tiling(rows, seq_len, head_dim, min(block_q, rows) if decode else block_q, block_k, causal, heads,
+                  kv_heads)
+
+
+def _checked_queries(queries: int, seq_len: int) -> int:
+    if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= seq_len:
+        raise VfasimError(f"queries must be an integer in [1, {seq_len}], got {queries!r}")
+    return queries
 
 
 def _awaited(oracle: Future, baseline: Future | None,
@@ -135,8 +162,7 @@ def run_workload(qkv: str | Path | None, name: str, seq_len: int, head_dim: int,
     wl = load_qkv(qkv) if qkv is not None else make_workload(name, seq_len, head_dim, heads, seed, kv_heads)
     if not decode:
         return wl
-    if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= wl.seq_len:
-        raise VfasimError(f"queries must be an integer in [1, {wl.seq_len}], got {queries!r}")
+    _checked_queries(queries, wl.seq_len)
     return Workload(wl.name, np.ascontiguousarray(wl.q[:, -queries:]), wl.k, wl.v)
 
 
@@ -202,13 +228,22 @@ COMPARED_KEYS = ("fa2_rel_err_vs_fp64", "rel_err_vs_fp64", "max_abs_err_vs_fp64"
                  "bit_identical_vs_fa2", "max_ulp_vs_fa2")
 
 
-def checked_numerics(precision: Precision, policy: Policy, result: EngineResult, refs: tuple | None,
+#: what the engine's own run tells: None when the run was timing only (the engine did not run)
+ENGINE_KEYS = ("nan_count", "inf_count", "frozen_max_below_true_rows", "frozen_max_largest_gap", "max_gap_quantiles",
+               "skipped_block_fraction", "skipped_row_fraction", "rescale_skip_fraction", "overflow_count",
+               "underflow_count", "flows")
+
+
+def checked_numerics(precision: Precision, policy: Policy, result: EngineResult | None, refs: tuple | None,
                       blocks: np.ndarray | None, tiling: Tiling) -> tuple[dict, list[dict]]:
-    """``_numerics`` in the mode that ran: on every query row, on the sampled blocks, or not compared."""
+    """``_numerics`` in the mode that ran: on every query row, on the sampled blocks, or not compared
+    (with the engine's own figures, or none when the run was timing only)."""
     if refs is None:
+        own = dict.fromkeys(ENGINE_KEYS) if result is None else {**checks.non_finite(result.out),
+                                                                 **_engine_numerics(result)}
         return {"verdict": "unchecked", "matmul_dtype": precision.matmul, "vector_dtype": precision.vector,
-                **dict.fromkeys(COMPARED_KEYS), **checks.non_finite(result.out), **_engine_numerics(result),
-                "numerics_mode": "off"}, []
+                **dict.fromkeys(COMPARED_KEYS), **own, "numerics_mode": "off"}, []
+    assert result is not None  # references run beside the engine
     if blocks is None:
         numerics, failed = numerics_block(precision, policy, result, *refs)
         return {**numerics, "numerics_mode": "full"}, failed
