@@ -226,7 +226,7 @@ class TraceBuilder:
     def key(self, kind: str, rows: np.ndarray, step: int | np.ndarray) -> np.ndarray:
         return (rows.astype(np.int64) * self.n_slots + step) * len(KIND_NAMES) + KIND_CODE[kind]
 
-    def emit(self, kind: str, rows: np.ndarray, step: int, work: int | np.ndarray,
+    def emit(self, kind: str, rows: np.ndarray, step: int | np.ndarray, work: int | np.ndarray,
              dtype: str, deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None) -> np.ndarray:
         """Add one op of ``kind`` for each row; ``deps`` are key arrays (-1 = none)."""
         rows = np.asarray(rows, dtype=np.int64)

@@ -405,7 +405,7 @@ class _Loop(TraceEmitters):
 class _Untraced(TraceBuilder):
     """The op keys the engine chains its dependencies with, and no trace."""
 
-    def emit(self, kind: str, rows: np.ndarray, step: int, work: int | np.ndarray, dtype: str,
+    def emit(self, kind: str, rows: np.ndarray, step: int | np.ndarray, work: int | np.ndarray, dtype: str,
              deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None) -> np.ndarray:
         return self.key(kind, np.asarray(rows, dtype=np.int64), step)
 

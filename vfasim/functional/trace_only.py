@@ -4,8 +4,15 @@ An algorithm's trace depends on the data only through its decisions: which
 blocks or rows are skipped (BLASST, VSA, BSFA) and whether a rescale is skipped
 (FA4's threshold). With neither, every op, its work and its dependencies follow
 from the tiling and the policy alone, so a timing run needs no Q, K or V and
-no matmul. ``trace_only`` walks the same loop and emits through the engine's own
-emitters; a test checks that its digest equals the full engine's.
+no matmul. ``trace_only`` emits through the engine's own emitters; a test checks
+that its digest equals the full engine's.
+
+Columnar: the emitters run once for every (row, step) tile of the loop together,
+not once per step. Each tile is a pseudo-row of that one call: the builder it
+emits through maps it back to its row and slot, and the op keys that last wrote
+each row's m, l and O before a tile (``writer``, which the step loop carries
+from step to step) follow from the decisions in closed form. The trace is
+ordered by op key when built, so the order of emission does not change it.
 """
 
 from __future__ import annotations
@@ -35,8 +42,7 @@ def trace_only(tiling: Tiling, algo: str | Policy, precision: Precision = Precis
                           "conditionally); it needs the full engine")
     loop = _TraceLoop(tiling, policy, precision, decode)
     loop.prelude()
-    for step in range(tiling.n_kblocks):
-        loop.step(step)
+    loop.all_steps()
     return loop.finish_trace(algo if isinstance(algo, str) else "custom")
 
 
@@ -64,13 +70,39 @@ class _TraceLoop(_Loop):
         if self.policy.minit:
             self._emit_minit(rows)
 
-    def step(self, s: int) -> None:
-        act = np.flatnonzero(self.order[:, s] >= 0)
-        if act.size == 0:
-            return
-        kb = self.order[act, s]
-        special = (kb == 0) | (kb == self.local[act]) | (not self.policy.freeze)
-        self._emit_step(act, kb, s + 1, special, np.ones(act.size, bool), special)
+    def all_steps(self) -> None:
+        """Every step's ops at once: the emitters see one pseudo-row per (row, step) tile."""
+        row, s = np.nonzero(self.order >= 0)  # row-major: a row's steps are consecutive, from 0
+        kb = self.order[row, s]
+        special = (kb == 0) | (kb == self.local[row]) | (not self.policy.freeze)
+        per_row = self.qblock, self.load_q, self.writer, self.tb
+        self.qblock, self.load_q = self.qblock[row], self.load_q[row]
+        self.writer = self._writers_before(row, s + 1, special)
+        self.tb = _TileBuilder(self.tb, row, s + 1)
+        self._emit_step(np.arange(row.size), kb, 0, special, np.ones(row.size, bool), special)
+        after = self.writer  # the emitters leave each tile's writers after it
+        self.qblock, self.load_q, self.writer, self.tb = per_row
+        last = np.flatnonzero(np.append(row[1:] != row[:-1], True))  # each row's last tile
+        for name in self.writer:
+            self.writer[name][row[last]] = after[name][last]
+
+    def _writers_before(self, row: np.ndarray, slot: np.ndarray, special: np.ndarray) -> dict[str, np.ndarray]:
+        """Op keys that last wrote m, l and O before each tile, as the step loop would hold them.
+
+        After a tile, l was written by its accumulate_l, O by its accumulate_o (rescaled) or
+        accumulate_pv (frozen), and m by its running_max where the tile is special, else m is
+        as before; before a row's first tile they are the prelude's.
+        """
+        key, first = self.tb.key, slot == 1
+        at = np.arange(row.size)
+        latest = np.maximum.accumulate(np.where(special | first, at, 0))  # a row's first tile is always marked
+        m_after = np.where(special[latest], key("running_max", row[latest], slot[latest]), self.writer["m"][row])
+        o_after = np.where(special, key("accumulate_o", row, slot), key("accumulate_pv", row, slot))
+        before = {"m": m_after, "l": key("accumulate_l", row, slot), "o": o_after}
+        for name, after in before.items():
+            after[1:] = after[:-1].copy()
+            after[first] = self.writer[name][row[first]]
+        return before
 
     def finish_trace(self, algo: str) -> Trace:
         t, rows = self.t, np.arange(self.t.n_rows)
@@ -80,3 +112,17 @@ class _TraceLoop(_Loop):
         self.tb.emit("store_o", rows, last, self._bytes(t.block_q, "o"), self.prec.vector, deps=(norm,))
         self.tb.meta["algo"] = algo
         return self.tb.build()
+
+
+class _TileBuilder(TraceBuilder):
+    """Emits for pseudo-rows, one per tile: tile i is ``row[i]`` at ``slot[i]`` (the step given is ignored)."""
+
+    def __init__(self, inner: TraceBuilder, row: np.ndarray, slot: np.ndarray) -> None:
+        self.inner, self.row, self.slot = inner, row, slot
+
+    def key(self, kind: str, rows: np.ndarray, step: int | np.ndarray) -> np.ndarray:
+        return self.inner.key(kind, self.row[rows], self.slot[rows])
+
+    def emit(self, kind: str, rows: np.ndarray, step: int | np.ndarray, work: int | np.ndarray, dtype: str,
+             deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None) -> np.ndarray:
+        return self.inner.emit(kind, self.row[rows], self.slot[rows], work, dtype, deps, kblock)

@@ -146,7 +146,7 @@ def check_combination(values: Mapping[str, Any], defaults: Mapping[str, Any]) ->
         if given:
             raise VfasimError(f"{', '.join(given)} cannot be given with qkv: the file sets the workload and "
                               "its sizes")
-    elif "seq_len" in values and not _timing_only_chip({**defaults, **values}):
+    elif "seq_len" in values and not _timing_only({**defaults, **values}):
         check_plan(values, defaults)
     if values.get("trace_out") is not None:
         from vfasim.io.outputs import check_file_target
@@ -154,8 +154,9 @@ def check_combination(values: Mapping[str, Any], defaults: Mapping[str, Any]) ->
         check_file_target(values["trace_out"], "trace file")
 
 
-def _timing_only_chip(values: Mapping[str, Any]) -> bool:
-    """A chip run of a data-independent algorithm generates no workload: there is nothing to estimate."""
+def _timing_only(values: Mapping[str, Any]) -> bool:
+    """A chip run, or a one-core run with numerics off, of a data-independent algorithm generates no workload:
+    there is nothing to estimate."""
     from vfasim.functional import policy_for
     from vfasim.functional.trace_only import data_independent
     from vfasim.hw import HardwareConfig, load_hw
@@ -163,7 +164,8 @@ def _timing_only_chip(values: Mapping[str, Any]) -> bool:
     try:
         hw = values["hw"]
         config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
-        return config.chip is not None and data_independent(policy_for(values["algo"]))
+        off = values.get("numerics") == "off"
+        return (config.chip is not None or off) and data_independent(policy_for(values["algo"]))
     except VfasimError:  # the run itself reports a bad config or algorithm
         return False
 
