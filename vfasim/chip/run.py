@@ -1,10 +1,13 @@
 """A whole launch on a chip: occupancy, work units, their compute times, shared memory, totals.
 
 ``simulate_chip`` takes a trace whose rows are (head, query block) units and
-the launch's geometry. With ``representative`` the trace holds one K/V-head
-group of one batch element (heads = group size, one K/V head): valid when the
-trace does not depend on the data, since then a unit's ops depend only on its
-query block and its place in the group; every (batch, head) maps onto it.
+the launch's geometry. With ``representative`` the trace holds the first
+``representative_heads(group)`` heads of one K/V-head group of one batch element
+(one K/V head): valid when the trace does not depend on the data, since then a
+unit's ops depend only on its query block and whether its head is the first of
+its group — that head's units also carry the ops done once per K/V head (VFA's
+key summaries), the group's other heads are all alike — and every (batch,
+head) maps onto one of those traced heads.
 Otherwise the trace holds all batch × heads rows.
 
 Chip-level figures:
@@ -208,10 +211,16 @@ def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     grid = np.meshgrid(np.arange(geo.batch), np.arange(geo.heads), np.arange(q_units), indexing="ij")
     b, h, q = grid[0].ravel(), grid[1].ravel(), grid[2].ravel() * streams
     group = geo.heads // geo.kv_heads
-    trace_head = h % group if geo.representative else b * geo.heads + h
+    trace_head = np.minimum(h % group, 1) if geo.representative else b * geo.heads + h
     blocks = q[:, None] + np.arange(streams)
     rows = np.where(blocks < geo.n_qblocks, (trace_head * geo.n_qblocks)[:, None] + blocks, -1)
     return rows, b * geo.kv_heads + h // group, np.stack([b, h, q, np.zeros_like(q)], axis=1)
+
+
+def representative_heads(group: int) -> int:
+    """Heads a representative trace holds for a K/V-head group of ``group`` query heads: its first, and one
+    other head standing for the rest (see the module notes)."""
+    return min(group, 2)
 
 
 def _ports(chip: ChipSpec, clock_ghz: float) -> Ports:

@@ -2,7 +2,8 @@
 
 Timing: an algorithm whose trace does not depend on the data (``fa2``, ``vfa``
 and their ablations) is timed from ``trace_only`` — no Q, K or V, no arithmetic —
-on one K/V-head group that stands for every (batch, head). Other algorithms run
+on the first heads of one K/V-head group (``chip.run.representative_heads``: the
+group's first head, and one head for the others), which stand for every (batch, head). Other algorithms run
 the functional engine on all batch × heads heads, as their trace needs the data.
 A decode step with one query token packs the query heads of a GQA group into
 the rows of one tile (as FlashDecoding and FA3 pack GQA): a unit is (batch, K/V
@@ -25,7 +26,7 @@ from threadpoolctl import threadpool_limits
 
 from vfasim import __version__
 from vfasim.chip.fluid import POLICIES
-from vfasim.chip.run import ChipResult, Geometry, simulate_chip, unit_bound_counts
+from vfasim.chip.run import ChipResult, Geometry, representative_heads, simulate_chip, unit_bound_counts
 from vfasim.chip.occupancy import TileShape
 from vfasim.errors import VfasimError
 from vfasim.formats import format_class
@@ -150,7 +151,7 @@ def _policy(algo: str, options: Options, kernel: Kernel) -> Policy:
 def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch: int, heads: int, kv_heads: int,
            seed: int, workload: str, decode: bool, queries: int, packed: int,
            lam: float, pad_to: int = 0) -> tuple[Trace, bool]:
-    """(trace, representative): one K/V-head group without data, or every head through the engine.
+    """(trace, representative): a group's representative heads without data, or every head through the engine.
 
     ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads. ``pad_to`` > 0 (a
     decode tile's rows): the timing-only trace computes whole tiles of that many rows, as the MMAs and the
@@ -160,7 +161,7 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
     if data_independent(policy):
         rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
         padded = (rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:])
-        trace = trace_only(Tiling(*padded, group, 1), policy, precision, decode=decode)
+        trace = trace_only(Tiling(*padded, representative_heads(group), 1), policy, precision, decode=decode)
         return _predicated(trace, tiling_args[0], rows), True
     wl = run_workload(None, workload, tiling_args[1], tiling_args[2], heads * packed * batch, kv_heads * batch,
                        seed, decode, queries)
@@ -227,7 +228,8 @@ def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, po
         "ops": {k: int(v) for k, v in res.kind_cycles.items()},
         "manifest": {"version": __version__, "hw_digest": config.digest(), "seed": seed,
                      "trace_digest": trace.digest(), "trace_ops": len(trace),
-                     "trace_scope": "one K/V-head group (data-independent trace)" if geo.representative
+                     "trace_scope": "representative heads of one K/V-head group (data-independent trace)"
+                     if geo.representative
                      else "all batch x heads"},
         "numerics": numerics,
         "shape": {"batch": geo.batch, "seq_len": t.seq_len, "kv_len": t.kv_len, "head_dim": t.head_dim,
