@@ -10,7 +10,7 @@ import pytest
 
 import vfasim
 from vfasim.chip.fluid import BOUNDS
-from vfasim.chip.run import Geometry, simulate_chip, timing_core
+from vfasim.chip.run import Geometry, representative_heads, simulate_chip, timing_core
 from vfasim.chip.occupancy import TileShape
 from vfasim.kernel import load_kernel
 from vfasim.cli import main
@@ -92,17 +92,20 @@ def test_independent_cores_reproduce_single_core_cycles(tmp_path):
     assert single.latency_cycles > 0
 
 
-def test_representative_group_equals_every_head_traced(tmp_path):
+@pytest.mark.parametrize("group", [1, 2, 4])
+def test_representative_heads_equal_every_head_traced(group):
+    """Two heads (a group's first, which owns the key summaries, and one for the others) stand for all."""
     hw = load_hw("H100-SXM")
-    tiling = Tiling(512, 512, 64, 64, 64, True, 2 * 4, 2 * 2)
+    tiling = Tiling(512, 512, 64, 64, 64, True, 2 * 2 * group, 2 * 2)
     full = trace_only(tiling, "vfa")
-    rep = trace_only(Tiling(512, 512, 64, 64, 64, True, 2, 1), "vfa")
+    rep = trace_only(Tiling(512, 512, 64, 64, 64, True, representative_heads(group), 1), "vfa")
     shape = TileShape(64, 64, 64, 2, 2, 2)
-    args = dict(batch=2, heads=4, kv_heads=2, n_qblocks=8, n_kblocks=8, decode=False, causal=True, flops=1.0)
+    args = dict(batch=2, heads=2 * group, kv_heads=2, n_qblocks=8, n_kblocks=8, decode=False, causal=True, flops=1.0)
     a = simulate_chip(rep, hw, *FA2, Geometry(**args, representative=True), shape)
     b = simulate_chip(full, hw, *FA2, Geometry(**args, representative=False), shape)
     assert a.latency_cycles == b.latency_cycles
-    assert (a.hbm_bytes, a.l2_bytes) == (b.hbm_bytes, b.l2_bytes)
+    assert (a.hbm_bytes, a.l2_bytes, a.busy_cycles, a.kind_cycles) == (b.hbm_bytes, b.l2_bytes, b.busy_cycles,
+                                                                       b.kind_cycles)
     np.testing.assert_array_equal(a.times.end, b.times.end)
 
 
