@@ -18,8 +18,9 @@ Model:
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
+
+import numpy as np
 
 from vfasim.chip.units import Launch
 
@@ -32,27 +33,88 @@ class UnitBytes:
 
 
 class L2Cache:
-    """LRU of K/V tiles sized in bytes."""
+    """LRU of K/V tiles sized in bytes, over integer keys in [0, n_keys), held in arrays.
 
-    def __init__(self, capacity_bytes: int) -> None:
-        self.capacity = capacity_bytes
-        self.used = 0
-        self.lines: OrderedDict[int, int] = OrderedDict()
+    ``log`` is the touch history in order, ``stamp[key]`` the key's latest place in it (-1: not
+    resident); a place that is no longer its key's stamp is stale. The resident keys in LRU order
+    are the log's live places from ``front`` on. A look-up of a unit's keys touches them in order,
+    each missing key evicting least recently used keys while the bytes exceed the capacity. All at
+    once where those evictions reach none of the unit's keys (the usual case); else one key at a time.
+    """
 
-    def access(self, keys: list[int], sizes: list[int]) -> int:
-        """Look up (and make resident) every key; return the bytes that hit."""
+    def __init__(self, capacity_bytes: int, n_keys: int) -> None:
+        self.capacity, self.used = capacity_bytes, 0
+        self.stamp = np.full(n_keys, -1, np.int64)
+        self.size = np.zeros(n_keys, np.int64)
+        self.log = np.empty(max(4 * n_keys, 1024), np.int64)
+        self.front = self.fill = 0
+
+    def access(self, keys: np.ndarray, sizes: np.ndarray) -> int:
+        """Look up (and make resident) every key, distinct, in order; return the bytes that hit."""
+        resident = self.stamp[keys] >= 0
+        missed = sizes[~resident]
+        over = self.used + int(missed.sum()) - self.capacity
+        if over > 0 and not self._evict_old(keys, over):
+            return self._one_by_one(keys.tolist(), sizes.tolist())
+        self.used += int(missed.sum())
+        self.size[keys[~resident]] = missed
+        self._append(keys)
+        return int(sizes[resident].sum())
+
+    def _evict_old(self, keys: np.ndarray, over: int) -> bool:
+        """Evict the fewest least recently used keys that free ``over`` bytes, unless one of ``keys`` is
+        among them or they run out: then evict nothing and say so."""
+        pos, freed, chunk = self.front, 0, max(1024, 2 * keys.size)
+        while freed < over:
+            if pos >= self.fill:
+                return False
+            window = self.log[pos:min(pos + chunk, self.fill)]
+            sizes = np.where(self.stamp[window] == np.arange(pos, pos + window.size), self.size[window], 0)
+            total = freed + np.cumsum(sizes)
+            end = min(int(np.searchsorted(total, over)) + 1, window.size)
+            freed, pos = int(total[end - 1]), pos + end
+        stamps = self.stamp[keys]
+        if np.any((stamps >= self.front) & (stamps < pos)):
+            return False
+        window = self.log[self.front:pos]
+        self.stamp[window[self.stamp[window] == np.arange(self.front, pos)]] = -1
+        self.used -= freed
+        self.front = pos
+        return True
+
+    def _one_by_one(self, keys: list[int], sizes: list[int]) -> int:
         hit = 0
-        lines = self.lines
         for key, size in zip(keys, sizes):
-            if key in lines:
-                lines.move_to_end(key)
+            if self.stamp[key] >= 0:
                 hit += size
-                continue
-            lines[key] = size
-            self.used += size
-            while self.used > self.capacity and lines:
-                self.used -= lines.popitem(last=False)[1]
+            else:
+                self.size[key] = size
+                self.used += size
+            self._append(np.array([key]))
+            while self.used > self.capacity and self.front < self.fill:
+                oldest = int(self.log[self.front])
+                if self.stamp[oldest] == self.front:
+                    self.stamp[oldest] = -1
+                    self.used -= int(self.size[oldest])
+                self.front += 1
         return hit
+
+    def _append(self, keys: np.ndarray) -> None:
+        if self.fill + keys.size > self.log.size:
+            self._compact(keys.size)
+        self.log[self.fill:self.fill + keys.size] = keys
+        self.stamp[keys] = np.arange(self.fill, self.fill + keys.size)
+        self.fill += keys.size
+
+    def _compact(self, room: int) -> None:
+        """Drop the log's stale places (the order of the live ones kept), with ``room`` places free after."""
+        window = self.log[self.front:self.fill]
+        live = window[self.stamp[window] == np.arange(self.front, self.fill)]
+        if live.size + room > self.log.size // 2:
+            self.log = np.empty(2 * (live.size + room), np.int64)
+        self.log[:live.size] = live
+        self.stamp[live] = np.arange(live.size)
+        self.front, self.fill = 0, live.size
 
 
 class UnitMemory:
@@ -60,18 +122,19 @@ class UnitMemory:
 
     def __init__(self, launch: Launch, l2_capacity: int | None, has_hbm: bool, blocks: int) -> None:
         self.launch, self.has_hbm = launch, has_hbm
-        self.cache = L2Cache(l2_capacity) if l2_capacity is not None else None
+        keys = 2 * blocks * (int(launch.kv_key.max(initial=0)) + 1)  # (global K/V head, key block, K or V)
+        self.cache = L2Cache(l2_capacity, keys) if l2_capacity is not None else None
         self.blocks = blocks  # key blocks per K/V head, to make integer keys
+        self.tiles = [k.kv_blocks[:, 0] * 2 + k.kv_blocks[:, 1] for k in launch.kinds]  # a kind's keys, less its head's
+        self.totals = [(float(k.kv_bytes.sum()) + k.q_bytes + k.o_bytes) for k in launch.kinds]
 
     def on_start(self, u: int) -> UnitBytes:
-        kind = self.launch.kinds[self.launch.kind[u]]
-        kv = float(kind.kv_bytes.sum())
-        total = kv + kind.q_bytes + kind.o_bytes
         if not self.has_hbm:
             return UnitBytes(0.0, 0.0, 0.0)
+        kind = int(self.launch.kind[u])
+        total = self.totals[kind]
         hits = 0.0
         if self.cache is not None:
-            keys = (self.launch.kv_key[u] * self.blocks + kind.kv_blocks[:, 0]) * 2 + kind.kv_blocks[:, 1]
-            hits = float(self.cache.access(keys.tolist(), kind.kv_bytes.tolist()))
+            keys = self.launch.kv_key[u] * self.blocks * 2 + self.tiles[kind]
+            hits = float(self.cache.access(keys, self.launch.kinds[kind].kv_bytes))
         return UnitBytes(total - hits, total if self.cache is not None else 0.0, hits)
-

@@ -1,0 +1,47 @@
+"""The array L2 is exactly an LRU of sized keys, checked against a plain OrderedDict one on random look-ups."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+from vfasim.chip.memory import L2Cache
+
+
+class ReferenceLRU:
+    """The LRU as a dict in use order: each key in turn hits (moves last) or enters, evicting the oldest while over."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.used, self.lines = capacity, 0, OrderedDict[int, int]()
+
+    def access(self, keys: list[int], sizes: list[int]) -> int:
+        hit = 0
+        for key, size in zip(keys, sizes):
+            if key in self.lines:
+                self.lines.move_to_end(key)
+                hit += size
+                continue
+            self.lines[key] = size
+            self.used += size
+            while self.used > self.capacity and self.lines:
+                self.used -= self.lines.popitem(last=False)[1]
+        return hit
+
+
+@pytest.mark.parametrize("capacity", [0, 5, 40, 300, 2000, 10**9])
+@pytest.mark.parametrize("seed", range(4))
+def test_array_lru_equals_the_reference(capacity, seed):
+    rng = np.random.default_rng(seed)
+    n_keys = 200
+    size_of = rng.integers(1, 20, n_keys)  # a key's size is its own, as a tile's bytes are
+    fast, ref = L2Cache(capacity, n_keys), ReferenceLRU(capacity)
+    for _ in range(400):
+        start = int(rng.integers(0, n_keys))
+        keys = np.unique(rng.integers(start, start + rng.integers(1, 60), 30) % n_keys)  # runs of nearby keys
+        keys = rng.permutation(keys) if rng.random() < 0.3 else keys
+        assert fast.access(keys, size_of[keys]) == ref.access(keys.tolist(), size_of[keys].tolist())
+        assert fast.used == ref.used
+    resident = np.flatnonzero(fast.stamp >= 0)
+    assert resident[np.argsort(fast.stamp[resident])].tolist() == list(ref.lines)  # the same keys, in use order
