@@ -76,6 +76,8 @@ def run_launch(kind: np.ndarray, cores: int, streams: int, policy: str, order: n
 
 
 class _Loop:
+    """The loop's state per stream slot; what follows from the set of running units is kept until it changes."""
+
     def __init__(self, kind: np.ndarray, cores: int, streams: int, cycles: Callable[[int, int], float],
                  on_start: Callable[[int], tuple[float, float, float, float]], ports: Ports, t0: float) -> None:
         self.cores, self.cycles, self.on_start, self.ports, self.t = cores, cycles, on_start, ports, t0
@@ -86,7 +88,9 @@ class _Loop:
         self.unit = np.full(s, -1)
         self.rem, self.lat = np.zeros(s), np.zeros(s)
         self.hb, self.lb = np.zeros(s), np.zeros(s)
-        self.state_time = np.zeros((n, len(BOUNDS)))
+        self.state_time = np.zeros((s, len(BOUNDS)))  # per slot: its unit's time in each state so far
+        self.queued = n
+        self.running: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         z = np.zeros(n)
         self.times = LaunchTimes(z.copy(), z.copy(), np.zeros(n, np.int64), np.zeros(n, np.int64),
                                  np.zeros(n, np.int64), z.copy(), z.copy())
@@ -98,56 +102,83 @@ class _Loop:
             self._fill(queues, shared)
 
     def _fill(self, queues: list[list[int]], shared: bool) -> None:
-        for s in np.flatnonzero(self.unit < 0):
+        if not self.queued:
+            return
+        for s in np.flatnonzero(self.unit < 0).tolist():
             q = queues[0] if shared else queues[s]
             if not q:
                 continue
             u = q.pop()
+            self.queued -= 1
+            self.running = None
             lat, hbm, l2, hits = self.on_start(u)
             self.unit[s], self.rem[s], self.lat[s], self.hb[s], self.lb[s] = u, 1.0, lat, hbm, l2
+            self.state_time[s] = 0.0
             tm = self.times
             tm.start[u], tm.core[u], tm.slot[u] = self.t, self.slot_core[s], s
             tm.hbm_bytes[u], tm.l2_hit_bytes[u] = hbm, hits
 
+    def _running(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(busy slots, their units' compute cycles with the streams now on their cores, HBM and L2 bytes)."""
+        if self.running is None:
+            act = np.flatnonzero(self.unit >= 0)
+            k = np.bincount(self.slot_core[act], minlength=self.cores)
+            self.running = act, self._periods(self.kind[self.unit[act]], k[self.slot_core[act]]), self.hb[act], \
+                self.lb[act]
+        return self.running
+
     def _periods(self, kinds: np.ndarray, k: np.ndarray) -> np.ndarray:
         """Compute cycles per unit with k streams on its core, each (kind, k) asked once."""
         missing = self.table[kinds, k] < 0
-        for kind, streams in sorted(set(zip(kinds[missing].tolist(), k[missing].tolist()))):
-            self.table[kind, streams] = self.cycles(kind, streams)
+        if missing.any():
+            for kind, streams in sorted(set(zip(kinds[missing].tolist(), k[missing].tolist()))):
+                self.table[kind, streams] = self.cycles(kind, streams)
         return self.table[kinds, k]
 
     def _advance(self) -> None:
-        act = np.flatnonzero(self.unit >= 0)
-        k = np.bincount(self.slot_core[act], minlength=self.cores)
-        period = self._periods(self.kind[self.unit[act]], k[self.slot_core[act]])
-        going = self.lat[act] <= 0
-        x, state = np.zeros(act.size), np.full(act.size, 3)
-        x[going], state[going] = waterfill(self.hb[act][going] / period[going],
-                                           self.lb[act][going] / period[going], self.ports)
+        act, period, hb, lb = self._running()
+        lat = self.lat[act]
+        going = lat <= 0
+        every = bool(going.all())  # no unit waits its latency: the masks below select everything
+        if every:
+            x, state = waterfill(hb / period, lb / period, self.ports)
+        else:
+            x, state = np.zeros(act.size), np.full(act.size, 3)
+            x[going], state[going] = waterfill(hb[going] / period[going], lb[going] / period[going], self.ports)
         rate = x / period
         with np.errstate(divide="ignore"):
-            until = np.where(going, np.where(rate > 0, self.rem[act] / rate, np.inf), self.lat[act])
+            until = np.where(rate > 0, self.rem[act] / rate, np.inf)
+        if not every:
+            until = np.where(going, until, lat)
         dt = float(until.min())
         if not np.isfinite(dt):
             raise RuntimeError("chip event loop stalled: no unit can progress")
-        self.times.samples.append((self.t, float(np.sum(rate * self.hb[act])), float(np.sum(rate * self.lb[act]))))
-        self.state_time[self.unit[act], state] += dt
-        self.rem[act] -= np.where(going, rate * dt, 0.0)
-        self.lat[act] = np.where(going, 0.0, self.lat[act] - dt)
+        self.times.samples.append((self.t, float(np.sum(rate * hb)), float(np.sum(rate * lb))))
+        self.state_time[act, state] += dt
+        if every:
+            self.rem[act] -= rate * dt
+        else:
+            self.rem[act] -= np.where(going, rate * dt, 0.0)
+            self.lat[act] = np.where(going, 0.0, lat - dt)
         self.t += dt
-        done = act[going & (until <= dt * (1 + EPS) + EPS)]
-        for s in done:
+        ended = until <= dt * (1 + EPS) + EPS
+        done = act[ended if every else going & ended]
+        if done.size:
+            self.running = None
+        for s in done.tolist():
             u = self.unit[s]
             self.times.end[u] = self.t
-            self.times.bound[u] = int(np.argmax(self.state_time[u]))
+            self.times.bound[u] = int(np.argmax(self.state_time[s]))
             self.unit[s] = -1
 
 
 def waterfill(d_hbm: np.ndarray, d_l2: np.ndarray, ports: Ports) -> tuple[np.ndarray, np.ndarray]:
     """Max-min fair speed x ∈ (0, 1] per unit given its port demand at full speed (bytes/cycle)."""
     x, state = np.ones(d_hbm.size), np.zeros(d_hbm.size, np.int64)
-    free = np.ones(d_hbm.size, bool)
     demands = [(1, d_l2, ports.l2), (2, d_hbm, ports.hbm)]
+    if all(cap is None or not need > 0 or not cap / need < 1.0 for _, d, cap in demands for need in [d.sum()]):
+        return x, state  # no port saturates at full speed: every unit computes at x = 1 (the loop's first level)
+    free = np.ones(d_hbm.size, bool)
     while free.any():
         level, port = 1.0, 0
         for code, d, cap in demands:
