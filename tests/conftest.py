@@ -18,6 +18,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden.json")
 
 
+@pytest.fixture(autouse=True)
+def reference_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts with an empty reference cache of its own, never the user's."""
+    monkeypatch.setenv("VFASIM_CACHE_DIR", str(tmp_path_factory.mktemp("reference-cache")))
+
+
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))

@@ -54,6 +54,9 @@ def _add_run_command(run_p: argparse.ArgumentParser) -> None:
     run_p.add_argument("--spec", default=None, metavar="FILE",
                        help="repeat a run from its spec (the JSON of vfasim run --json, or its 'spec'); give no other "
                             "run options")
+    run_p.add_argument("--no-cache", dest="cache", action="store_false",
+                       help="neither read nor keep the references (float64 oracle, fa2 baseline) in the reference "
+                            "cache: $VFASIM_CACHE_DIR, else vfasim/references in $XDG_CACHE_HOME or ~/.cache")
     run_p.add_argument("--check", action="store_true",
                        help=f"exit with status {EXIT_BROKEN} when the numerics verdict is broken (for scripts and CI)")
     run_p.add_argument("--matmul-format", default=None,
@@ -332,12 +335,12 @@ def _run(args: argparse.Namespace) -> tuple[str, int]:
         return (frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)), 0
     progress = not args.quiet and sys.stderr.isatty()
     if args.spec is not None:
-        result = run(**_replayed(args), trace_out=args.trace_out, progress=progress)
+        result = run(**_replayed(args), trace_out=args.trace_out, progress=progress, cache=args.cache)
     else:
         result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
                      progress=progress, batch=args.batch, kernel=args.kernel, kernel_style=args.kernel_style,
                      dispatch=args.dispatch, numerics_heads=args.numerics_heads, numerics=args.numerics,
-                     matmul_format=args.matmul_format, **shape)
+                     matmul_format=args.matmul_format, cache=args.cache, **shape)
     doc = result.to_dict()
     if args.numerics is None and doc["numerics"].get("numerics_mode") == "sample":
         print(f"note: numerics checked on {len(doc['numerics']['sampled_query_blocks'])} sampled query blocks "
@@ -362,7 +365,7 @@ def _coverage(doc: dict) -> dict:
 
 
 #: options of vfasim run that choose outputs, not the run: allowed beside --spec
-OUTPUT_OPTIONS = ("spec", "trace_out", "json", "quiet", "check", "command")
+OUTPUT_OPTIONS = ("spec", "trace_out", "json", "quiet", "check", "command", "cache")
 
 
 def _replayed(args: argparse.Namespace) -> dict:

@@ -1,1 +1,2 @@
-"""Where the package meets the file system and the process: atomic outputs, Q/K/V files, interrupts."""
+"""Where the package meets the file system and the process: atomic outputs, Q/K/V files, interrupts, the
+reference cache."""

@@ -82,7 +82,8 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         queries: int = 1, options: Options = Options(), trace_out: str | Path | None = None,
         progress: bool = False, batch: int = 1, kernel: str | Path | Kernel | None = None,
         kernel_style: str | None = None, dispatch: str | None = None, numerics_heads: int = 0,
-        numerics: str | None = None, matmul_format: str | None = None, **option_kwargs: Any) -> RunResult:
+        numerics: str | None = None, matmul_format: str | None = None, cache: bool = True,
+        **option_kwargs: Any) -> RunResult:
     """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result.
 
     Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
@@ -102,7 +103,9 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     ablations) is timing only: the trace is emitted without arithmetic (the same trace), no Q, K or V
     are made, and the engine's own figures, the workload and output digests are None.
     ``matmul_format`` (e.g. ``"fp8_e4m3"``) picks the matmul format
-    among those the chip supports, with the scaling a real kernel uses (``hw.formats``).
+    among those the chip supports, with the scaling a real kernel uses (``hw.formats``). ``cache``: read
+    and keep the references (float64 oracle, fa2 baseline) in the reference cache (``vfasim.io.refcache``);
+    it never changes a result.
     """
     check_schedule(schedule)
     config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
@@ -126,7 +129,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         prepared = prepare(
             config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
             heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
-            queries=queries, options=opts, progress=progress, references=True, numerics=numerics)
+            queries=queries, options=opts, progress=progress, references=True, numerics=numerics, cache=cache)
         return replace(_timed(prepared, algo, prepared.config, schedule, trace_out, seed, decode, block_k), spec=spec)
 
 
@@ -198,7 +201,7 @@ def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, k
     from vfasim.runner.chip_run import run_chip
 
     keys = ("batch", "seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed",
-            "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "schedule")
+            "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "schedule", "cache")
     return RunResult(**run_chip(config, algo, options=options, kernel=kernel, **{k: args[k] for k in keys}))
 
 

@@ -49,7 +49,7 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
              block_k: int | None, causal: bool, heads: int, kv_heads: int | None, seed: int, workload: str,
              qkv: str | Path | None, decode: bool, queries: int, options: Options, kernel: str | Path | Kernel,
              dispatch: str | None,
-             numerics_heads: int, trace_out: str | Path | None, schedule: str = "pipelined") -> dict:
+             numerics_heads: int, trace_out: str | Path | None, schedule: str = "pipelined", cache: bool = True) -> dict:
     """The RunResult fields of a chip run (``api.run`` wraps them)."""
     k = load_kernel(kernel)
     dispatch = dispatch or k.dispatch
@@ -76,7 +76,7 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     res = simulate_chip(trace, config, k, rule, geo, _shape(dataclasses.replace(tu, block_q=block_q), precision),
                         dispatch, schedule)  # a tile holds its whole rows, valid or not
     numerics, used = _numerics(config, algo, options, numerics_heads, heads, kv_heads, tiling_args, seed,
-                               workload, decode, queries, policy)
+                               workload, decode, queries, policy, cache)
     if trace_out is not None:
         from vfasim.report.chip_perfetto import chip_trace
         from vfasim.report.perfetto import write_chrome_trace
@@ -195,7 +195,7 @@ def _flops(t: Tiling) -> float:
 
 def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads: int, kv_heads: int,
               tiling_args: TilingArgs, seed: int, workload: str, decode: bool, queries: int,
-              policy: Policy) -> tuple[dict, list[int]]:
+              policy: Policy, cache: bool) -> tuple[dict, list[int]]:
     """Numerics of the first ``n`` heads (whole GQA groups) under the policy the chip run timed."""
     if n == 0:
         return {}, []
@@ -207,8 +207,8 @@ def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads
         prepared = prepare(config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q,
                                 block_k=block_k, causal=causal, heads=n, kv_heads=n // group, seed=seed,
                                 workload=workload, decode=decode, queries=queries, options=options,
-                                references=True, policy=policy)
-        assert prepared.references is not None  # asked for above
+                                references=True, policy=policy, cache=cache)
+        assert prepared.references is not None and prepared.result is not None  # asked for above
         numerics, _ = numerics_block(prepared.precision, prepared.policy, prepared.result, *prepared.references())
     return numerics, list(range(n))
 

@@ -57,7 +57,7 @@ RULES: dict[str, Callable[[str, object], object]] = {
     "seq_len": integer, "head_dim": integer, "block_q": optional(integer), "block_k": optional(integer),
     "heads": integer,
     "kv_heads": optional(integer), "queries": integer, "seed": lambda n, v: integer(n, v, 0),
-    "causal": flag, "decode": flag, "progress": flag, "algo": text, "workload": text, "schedule": text,
+    "causal": flag, "decode": flag, "progress": flag, "cache": flag, "algo": text, "workload": text, "schedule": text,
     "qkv": optional(path), "trace_out": optional(path),
     "batch": integer, "numerics_heads": lambda n, v: integer(n, v, 0), "kernel_style": optional(text),
     "kernel": optional(lambda n, v: v if _is_kernel(v) else str(path(n, v))), "dispatch": optional(text),

@@ -31,6 +31,7 @@ from vfasim.hw import HardwareConfig, load_hw
 from vfasim.runner.inputs import check_blocks
 from vfasim.runner.options import Options, merged_options
 from vfasim.io.qkv_files import load_qkv
+from vfasim.io.refcache import ReferenceCache, entry_name, reference_cache
 from vfasim.trace import Trace
 from vfasim.workloads import Workload, check_workload, make_workload
 
@@ -49,7 +50,7 @@ class Prepared(NamedTuple):
     precision: Precision
     result: EngineResult | None  # None: timing only (numerics off on a data-independent trace)
     trace: Trace
-    references: Callable[[], tuple[np.ndarray, EngineResult]] | None  # float64 oracle output, fa2 (waits)
+    references: Callable[[], tuple[np.ndarray, np.ndarray]] | None  # float64 oracle and fa2 outputs (waits)
     blocks: np.ndarray | None = None  # query blocks the references cover (sampled numerics); None: all
 
 
@@ -58,12 +59,14 @@ def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, 
              kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
              qkv: str | Path | None = None, decode: bool = False, queries: int = 1,
              options: Options = Options(), progress: bool = False, references: bool = False,
-             numerics: str | None = "full", policy: Policy | None = None, **option_kwargs: Any) -> Prepared:
+             numerics: str | None = "full", policy: Policy | None = None, cache: bool = True,
+             **option_kwargs: Any) -> Prepared:
     """Config, policy and workload resolved, and the functional engine run (its trace inside).
 
     With ``references``, the float64 oracle and the fa2 baseline start in two more threads
     (NumPy releases the GIL in its kernels, so the cores are shared), on the query blocks
-    ``numerics`` asks for (see ``run``); ``references`` of the result waits for them.
+    ``numerics`` asks for (see ``run``); ``references`` of the result waits for them. With ``cache``
+    they are read from the reference cache (``vfasim.io.refcache``) when there, and kept there when not.
     ``policy`` replaces the algorithm's own (a chip run's kernel may set its exp emulation and rescale rule).
     """
     opts = merged_options(options, option_kwargs)
@@ -86,23 +89,25 @@ def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, 
     references = references and mode != "off"
     blocks = sampling.sample_blocks(wl.q, tiling.block_q, seed) if references and mode == "sample" else None
     is_baseline = policy == policy_for(BASELINE)  # then the run is its own baseline
-    # Full references are two more computations beside the engine: each runs on one thread and the
-    # three share the cores (an engine's own row threads would only add overhead); sampled ones are
-    # small, and the engine keeps its threads.
-    threads = 1 if references and mode == "full" else None
-    if engine_threads(threads) == 1:  # the engine allocates in the main arena: see vfasim.allocator
-        tune_allocator()
+    inputs = _sha256(wl.q, wl.k, wl.v)
     pool = ThreadPoolExecutor(max_workers=2)
     # one BLAS thread per engine thread: tile-sized matmuls gain nothing from more
     with threadpool_limits(limits=1, user_api="blas"):
-        side = _start_references(pool, wl, tiling, precision, decode, not is_baseline, blocks, threads) \
-            if references else None
+        side = _start_references(pool, wl, tiling, precision, decode, not is_baseline, blocks,
+                                 1 if mode == "full" else None, reference_cache(cache), inputs) if references else None
         pool.shutdown(wait=False)  # the submitted work goes on; the pool takes no more
+        # Full references computed beside the engine are two more computations: each runs on one
+        # thread and the three share the cores (an engine's own row threads would only add overhead);
+        # sampled ones are small, and the engine keeps its threads, as it does when both were cached.
+        computing = side is not None and mode == "full" and not all(f is None or f.done() for f in side)
+        threads = 1 if computing else None
+        if engine_threads(threads) == 1:  # the engine allocates in the main arena: see vfasim.allocator
+            tune_allocator()
         result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
                             decode=decode, progress=progress, threads=threads)
     refs = _awaited(*side, result if is_baseline else None) if side is not None else None
-    return Prepared(config, policy, opts, wl.name, digest(wl.q, wl.k, wl.v), tiling, precision, result,
-                    result.traced(), refs, blocks)
+    return Prepared(config, policy, opts, wl.name, inputs[:16], tiling, precision, result, result.traced(), refs,
+                    blocks)
 
 
 def _unmade_tiling(name: str, seq_len: int, head_dim: int, block_q: int, block_k: int, causal: bool, heads: int,
@@ -121,33 +126,56 @@ def _checked_queries(queries: int, seq_len: int) -> int:
 
 
 def _awaited(oracle: Future, baseline: Future | None,
-             own: EngineResult | None) -> Callable[[], tuple[np.ndarray, EngineResult]]:
-    """(oracle output, fa2 baseline) once the side threads are done; ``own``: the run is the baseline."""
-    def get() -> tuple[np.ndarray, EngineResult]:
-        base = own if baseline is None else baseline.result()
-        assert base is not None
-        return oracle.result(), base
+             own: EngineResult | None) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+    """(oracle output, fa2 baseline output) once the side threads are done; ``own``: the run is the baseline."""
+    def get() -> tuple[np.ndarray, np.ndarray]:
+        if baseline is not None:
+            return oracle.result(), baseline.result()
+        assert own is not None
+        return oracle.result(), own.out
     return get
 
 
 def _start_references(pool: ThreadPoolExecutor, wl: Workload, tiling: Tiling, precision: Precision, decode: bool,
-                      baseline: bool, blocks: np.ndarray | None,
-                      threads: int | None) -> tuple[Future, Future | None]:
-    """The float64 oracle's output and, if asked, fa2 at the kernel's precision (on ``blocks`` only), started."""
+                      baseline: bool, blocks: np.ndarray | None, threads: int | None, cache: ReferenceCache | None,
+                      inputs: str) -> tuple[Future, Future | None]:
+    """The float64 oracle's output and, if asked, fa2's at the kernel's precision (on ``blocks`` only): each
+    read from ``cache`` (a done future) or started (then kept in ``cache``). ``inputs``: Q, K and V's digest."""
+    sampled = None if blocks is None else tuple(blocks.tolist())
     rows = None if blocks is None else sampling.block_rows(blocks, tiling.block_q, tiling.seq_len)
-    oracle = pool.submit(reference_attention, wl.q, wl.k, wl.v, tiling.causal, rows)
+    oracle = _cached_job(pool, cache, ("oracle", inputs, tiling.causal, sampled), np.dtype(np.float64),
+                         lambda: reference_attention(wl.q, wl.k, wl.v, tiling.causal, rows))
     if not baseline:
         return oracle, None
     engine_rows = None if blocks is None else (np.arange(tiling.heads)[:, None] * tiling.n_qblocks + blocks).ravel()
-    return oracle, pool.submit(run_engine, wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode,
-                               rows=engine_rows, trace=False, threads=threads)
+    return oracle, _cached_job(pool, cache, (BASELINE, inputs, tiling, precision, decode, sampled), precision.vector_np,
+                               lambda: run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, decode=decode,
+                                                  rows=engine_rows, trace=False, threads=threads).out)
+
+
+def _cached_job(pool: ThreadPoolExecutor, cache: ReferenceCache | None, parts: tuple, dtype: np.dtype,
+                compute: Callable[[], np.ndarray]) -> Future:
+    """``compute()`` as a future: done at once when ``cache`` holds the entry ``parts`` name, else started."""
+    if cache is None:
+        return pool.submit(compute)
+    name = entry_name(*parts)
+    found = cache.get(name, dtype)
+    if found is None:
+        return pool.submit(cache.cached, name, dtype, compute)
+    done: Future = Future()
+    done.set_result(found)
+    return done
 
 
 def digest(*arrays: np.ndarray) -> str:
+    return _sha256(*arrays)[:16]
+
+
+def _sha256(*arrays: np.ndarray) -> str:
     h = hashlib.sha256()
     for a in arrays:
         h.update(str(a.shape).encode() + np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()[:16]
+    return h.hexdigest()
 
 
 def engine_precision(config: HardwareConfig) -> Precision:
@@ -188,7 +216,7 @@ def _bsfa_thresholds(skip: str, tiling: Tiling, precision: Precision, opts: Opti
 
 
 def numerics_block(precision: Precision, policy: Policy, result: EngineResult, ref: np.ndarray,
-              base: EngineResult) -> tuple[dict, list[dict]]:
+                   base: np.ndarray) -> tuple[dict, list[dict]]:
     """The numerics block of a result, and the failed rows (at most MAX_FAILED_ROWS) for trace events."""
     errors = checks.error_vs_reference(result.out, ref)
     failures = _failures(result, ref, base, precision.for_p(policy.p_bf16).p_cast_limit())
@@ -200,7 +228,7 @@ def numerics_block(precision: Precision, policy: Policy, result: EngineResult, r
         "matmul_dtype": precision.matmul, "vector_dtype": precision.vector,
         **errors, **checks.non_finite(result.out),
         **failures,
-        **checks.bits_vs_baseline(result.out, base.out),
+        **checks.bits_vs_baseline(result.out, base),
         **_engine_numerics(result),
     }, failed_rows
 
@@ -249,7 +277,7 @@ def checked_numerics(precision: Precision, policy: Policy, result: EngineResult 
         return {**numerics, "numerics_mode": "full"}, failed
     rows = sampling.block_rows(blocks, tiling.block_q, tiling.seq_len)
     ref, base = refs
-    numerics, failed = numerics_block(precision, policy, _rows_of(result, rows), ref, replace(base, out=base.out[:, rows]))
+    numerics, failed = numerics_block(precision, policy, _rows_of(result, rows), ref, base[:, rows])
     for w in (*numerics["worst_rows"], *failed):  # back to the rows of the whole output
         w["row"] = int(rows[w["row"]])
     return {**numerics, **checks.non_finite(result.out), **_engine_numerics(result), "numerics_mode": "sample",
@@ -264,11 +292,11 @@ def _rows_of(result: EngineResult, rows: np.ndarray) -> EngineResult:
                    rows=replace(diag, **{f: getattr(diag, f)[:, rows] for f in diag.__dataclass_fields__}))
 
 
-def _failures(result: EngineResult, ref: np.ndarray, base: EngineResult, p_cast_limit: float) -> dict:
-    """Bad rows against the fa2 baseline, each with its cause; the worst few named."""
-    base_err = checks.error_vs_reference(base.out, ref)["rel_err_vs_fp64"]
+def _failures(result: EngineResult, ref: np.ndarray, base: np.ndarray, p_cast_limit: float) -> dict:
+    """Bad rows against the fa2 baseline's output, each with its cause; the worst few named."""
+    base_err = checks.error_vs_reference(base, ref)["rel_err_vs_fp64"]
     err = checks.row_errors(result.out, ref)
-    bad = checks.bad_rows(err, checks.row_errors(base.out, ref))
+    bad = checks.bad_rows(err, checks.row_errors(base, ref))
     with np.errstate(invalid="ignore"):  # inf - inf where a score overflowed
         gap = result.true_max.astype(np.float64) - result.used_max
     cause = checks.row_causes(result.rows, bad, -gap, p_cast_limit)
