@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vfasim.functional.engine import ROW_FLAGS, RowDiagnostics
+from vfasim.functional.results import ROW_FLAGS, RowDiagnostics
 
 _INT_OF = {2: np.int16, 4: np.int32, 8: np.int64}
 

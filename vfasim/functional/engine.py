@@ -7,12 +7,12 @@ ever held, and memory stays linear in sequence length. A step's rows are
 computed in batches (on threads when there are several); the step's ops are then
 emitted once, from its decisions alone (which tiles update m exactly, are kept, are
 rescaled), through the emitters the trace-only loop shares. Algorithms are
-``Policy`` values (see ``policy.py``) of this one loop.
+``Policy`` values (see ``policy.py``) of this one loop. The softmax and PV update on
+kept tiles is ``update.py``'s, the records a run returns ``results.py``'s.
 
 Assumptions:
 - A skipped block (BLASST, BSFA) leaves m, l and O untouched; a row masked out
   by the row-skip rule leaves its own m, l and O untouched.
-- Rows that have seen only masked entries use m = 0 in exp (the usual -inf guard).
 - Key summaries are computed once per KV head over real (unpadded) keys; in
   decode only the newest block is summarised (the others are cached).
 - Row skipping applies its row mask as part of the skip test op.
@@ -22,82 +22,29 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import NoReturn
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from vfasim.errors import VfasimError
-from vfasim.functional.arrays import all_finite, blocks, per_row, rescaled, rowmax, unblock
+from vfasim.functional.arrays import all_finite, blocks, per_row, rowmax, unblock
 from vfasim.functional.emit import TraceEmitters
 from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
 from vfasim.functional.precision import Precision
+from vfasim.functional.results import ROW_FLAGS, Counts, EngineResult, RowDiagnostics
 from vfasim.functional.stages import SOFTWARE_PIPELINE
 from vfasim.functional.tiling import Tiling
-from vfasim.trace import Trace, TraceBuilder
+from vfasim.functional.update import SoftmaxUpdate
+from vfasim.trace import TraceBuilder
+
+__all__ = ["EngineResult", "engine_threads", "run_engine"]
 
 #: bytes of one score array of a step batch (rows × Bq × Bc float32): bounds the per-step working set
 STEP_BYTES = 1 << 21
 ENGINE_THREADS = 2  # row batches of a step run on this many threads (rows are independent)
-
-
-@dataclass(frozen=True)
-class EngineResult:
-    out: np.ndarray  # [heads, seq_len, head_dim] in the vector dtype
-    used_max: np.ndarray  # [heads, seq_len] the max each row's exp used at the end
-    true_max: np.ndarray  # [heads, seq_len] the row max over every score seen
-    block_max: np.ndarray  # [rows, Tc] max score of each visited tile, -inf if not visited
-    above_max: np.ndarray  # [rows, Tc] bool: at this step a frozen-max tile held scores above the used max
-    counts: dict[str, int]  # visited/skipped/rescaled tiles, skipped rows, over/underflows
-    trace: Trace | None  # None when run without one (``run_engine(trace=False)``)
-    rows: RowDiagnostics  # per query row: what happened to it, for attributing failures
-
-    def traced(self) -> Trace:
-        """The trace, for timing; a run made with ``trace=False`` has none."""
-        if self.trace is None:
-            raise VfasimError("this engine run was made without its trace (run_engine(trace=False))")
-        return self.trace
-
-
-@dataclass(frozen=True)
-class RowDiagnostics:
-    """Per output row [heads, seq_len]: the facts a failure is attributed to (see ``checks``)."""
-
-    kept_tiles: np.ndarray  # tiles whose softmax and PV the row took part in
-    skipped_tiles: np.ndarray  # visited tiles the row skipped (block, row or top-k rule)
-    flags: np.ndarray  # uint8 bit set of ROW_FLAGS
-    row_sum: np.ndarray  # final l, in the vector format
-
-
-#: bits of ``RowDiagnostics.flags``: a step of the row produced a non-finite value
-ROW_FLAGS: dict[str, int] = {"score_overflow": 1, "exp_overflow": 2, "cast_saturation": 4,
-                             "p_cast_zero": 8}
-
-
-@dataclass
-class _Counts:
-    visited_tiles: int = 0
-    skipped_tiles: int = 0
-    rescaled_tiles: int = 0
-    row_tiles: int = 0
-    skipped_row_tiles: int = 0
-    flows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("score_overflow", "exp_underflow", "exp_overflow", "cast_p_underflow", "cast_p_overflow",
-         "l_overflow", "o_overflow"), 0))
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # row batches run in threads
-
-    def add(self, **counts: int) -> None:
-        """Add to the tile counters (``visited_tiles=…``) and flows (any other name), atomically."""
-        with self.lock:
-            for name, value in counts.items():
-                if name in self.flows:
-                    self.flows[name] += value
-                else:
-                    setattr(self, name, getattr(self, name) + value)
 
 
 def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str | Policy,
@@ -141,7 +88,7 @@ def engine_threads(threads: int | None = None) -> int:
     return min(threads or ENGINE_THREADS, os.cpu_count() or 1)
 
 
-class _Loop(TraceEmitters):
+class _Loop(TraceEmitters, SoftmaxUpdate):
     """State of one tiled run: blocked inputs, running (m, l, O) per row, trace builder."""
 
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, policy: Policy,
@@ -155,7 +102,7 @@ class _Loop(TraceEmitters):
         self.scale = self.vr(np.float32(1.0 / np.sqrt(tiling.head_dim)))
         bq, d = tiling.block_q, tiling.head_dim
         prec.check_shapes(d, tiling.block_k)
-        self.counts = _Counts()
+        self.counts = Counts()
         self.pool: ThreadPoolExecutor | None = None  # set by run_engine, with its thread count
         self.threads = 1
         self.qb = self._quantized(blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
@@ -328,54 +275,6 @@ class _Loop(TraceEmitters):
         c.add(visited_tiles=keep.size, skipped_tiles=int(np.sum(~keep)),
               rescaled_tiles=int(np.sum(rescales & keep)), row_tiles=keep_rows.size,
               skipped_row_tiles=int(np.sum(~keep_rows)))
-
-    # ---- the softmax and PV update on kept tiles --------------------------------------
-    def _update(self, rows: np.ndarray, kb: np.ndarray, scores: np.ndarray, m_old: np.ndarray,
-                m_new: np.ndarray) -> None:
-        if rows.size == 0:
-            return
-        vr, sr = self.vr, self.sr
-        with np.errstate(invalid="ignore", over="ignore"):
-            m_use = np.where(np.isneginf(m_new), np.float32(0), m_new)
-            alpha = vr(np.exp(vr(np.where(np.isneginf(m_old), -np.inf, m_old - m_use))))
-            p = vr(np.exp(vr(scores - m_use[:, :, None])))
-            l_new = sr(sr(alpha * self.l[rows]) + sr(p.sum(axis=2, dtype=np.float32)))
-        p_mm, p_over, p_under = self.p_prec.to_matmul(p, "p", -1)
-        o_old = self.o[rows]
-        with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
-            pv = sr(np.matmul(p_mm, self.vb[self.kv_head[rows], kb]))
-            o_new = sr(rescaled(o_old, alpha, sr) + pv)
-        p_inf = None if all_finite(p) else np.isinf(p)
-        n_inf = 0 if p_inf is None else int(np.count_nonzero(p_inf))
-        zeros = p == 0
-        if not all_finite(scores):  # masked (-inf) scores give p = 0 without underflowing
-            zeros &= np.isfinite(scores)
-        self.counts.add(exp_underflow=int(np.count_nonzero(zeros)),
-                        cast_p_underflow=p_under, cast_p_overflow=p_over, exp_overflow=n_inf)
-        self._flag_rows(rows, p, p_inf if n_inf else None, p_mm, l_new)
-        o_over = 0
-        if not all_finite(o_new):
-            o_over = int(np.count_nonzero(np.isinf(o_new) & np.isfinite(o_old)))
-        self.counts.add(l_overflow=int(np.sum(np.isinf(l_new) & np.isfinite(self.l[rows]))), o_overflow=o_over)
-        self.l[rows], self.o[rows], self.m[rows] = l_new, o_new, m_new
-
-    def _flag_rows(self, rows: np.ndarray, p: np.ndarray, p_inf: np.ndarray | None, p_mm: np.ndarray,
-                   l_new: np.ndarray) -> None:
-        """Per-row facts for failure attribution: exp overflow, P lost or saturated in its cast.
-
-        ``p_inf`` is ``isinf(p)``, or None when P holds no Inf. Each row-wise reduction
-        runs only when the whole batch says it can find something (they are most of the
-        cost of these checks).
-        """
-        bit = {k: np.uint8(v) for k, v in ROW_FLAGS.items()}
-        zero = np.uint8(0)
-        overflowed = np.isinf(l_new) if p_inf is None else p_inf.any(axis=2) | np.isinf(l_new)
-        self.flags[rows] |= np.where(overflowed, bit["exp_overflow"], zero)
-        if not all_finite(p_mm):
-            saturated = np.isfinite(p) & ~np.isfinite(p_mm)
-            self.flags[rows] |= np.where(saturated.any(axis=2), bit["cast_saturation"], zero)
-        if not self.p_cast_nonzero[rows].all():  # a row stays nonzero once it is
-            self.p_cast_nonzero[rows] |= (p_mm != 0).any(axis=2)
 
     # ---- epilogue -----------------------------------------------------------------------
     def finish(self, algo: str) -> EngineResult:
