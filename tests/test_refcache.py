@@ -88,3 +88,19 @@ def test_a_bad_size_limit_is_refused(monkeypatch):
     monkeypatch.setenv("VFASIM_CACHE_MAX_BYTES", "2GB")
     with pytest.raises(vfasim.errors.VfasimError, match="VFASIM_CACHE_MAX_BYTES"):
         reference_cache()
+
+
+def test_concurrent_writers_and_readers_see_whole_entries(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    value = np.arange(200_000, dtype=np.float64)
+    cache = ReferenceCache(tmp_path)
+
+    def write_then_read(_: int) -> bool:
+        cache.put("shared", value)
+        got = cache.get("shared", np.dtype(np.float64))
+        return got is not None and np.array_equal(got, value)
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(write_then_read, range(32)))
+    assert [p.name for p in tmp_path.iterdir()] == ["shared.npy"]  # no temporary left behind
