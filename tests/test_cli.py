@@ -330,3 +330,10 @@ def test_manifest_identifies_inputs_and_outputs(capsys: pytest.CaptureFixture[st
     assert a["trace_digest"] == b["trace_digest"]  # vfa's trace holds work counts only
     assert a["workload_digest"] != b["workload_digest"] and a["output_digest"] != b["output_digest"]
     assert run_json(capsys, "--algo", "vfa", "--seed", "0")["manifest"] == a
+
+
+def test_bsfa_runs_with_its_default_topk_at_every_length(capsys):
+    assert main(["run", "--algo", "bsfa", "--seq-len", "1024", "--head-dim", "64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["options"]["topk"] == 7  # 8 capped at the blocks beside the diagonal
+    assert vfasim.run("C4V16", "bsfa", seq_len=2048, head_dim=64).options["topk"] == 8
+    assert main(["run", "--algo", "bsfa", "--seq-len", "1024", "--topk", "8"]) == 2  # a topk given is kept

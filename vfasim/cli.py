@@ -50,7 +50,10 @@ def _add_run_command(run_p: argparse.ArgumentParser) -> None:
 
     _add_run(run_p)
     run_p.add_argument("--trace-out", default=None, metavar="FILE",
-                       help="also write a Chrome/Perfetto trace (JSON) of the timeline to FILE")
+                       help="also write a Chrome/Perfetto trace (JSON) of the timeline to FILE ('-': standard "
+                            "output, the report then goes to standard error)")
+    run_p.add_argument("--trace-window", default=None, type=_cycle_window, metavar="START:END",
+                       help="with --trace-out: only the ops that overlap cycles [START, END)")
     run_p.add_argument("--spec", default=None, metavar="FILE",
                        help="repeat a run from its spec (the JSON of vfasim run --json, or its 'spec'); give no other "
                             "run options")
@@ -115,6 +118,15 @@ def _name_commands_and_defaults(parser: argparse.ArgumentParser) -> None:
             action.help = f"{action.help} (default: %(default)s)" if action.help else "(default: %(default)s)"
 
 
+def _cycle_window(text: str) -> tuple[int, int]:
+    """``START:END`` in cycles -> (start, end); the run checks start < end."""
+    start, _, end = text.partition(":")
+    try:
+        return int(start), int(end)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START:END in cycles (e.g. 0:100000), got {text!r}") from None
+
+
 def _add_run(p: argparse.ArgumentParser) -> None:
     from vfasim.functional.policy import ALGORITHMS, KEY_SUMMARIES, Q_SUMMARIES
     from vfasim.sim import SCHEDULES
@@ -142,7 +154,9 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar (none is shown off a terminal)")
     g = p.add_argument_group("algorithm options")
     g.add_argument("--lam", type=float, default=1e-3, help="BLASST/VSA skip threshold λ in (0, 1)")
-    g.add_argument("--topk", type=int, default=8, help="bsfa: off-diagonal blocks kept per query block")
+    g.add_argument("--topk", type=int, default=None,
+                   help="bsfa: off-diagonal blocks kept per query block (default: 8, at most the key blocks "
+                        "beside the diagonal)")
     g.add_argument("--rescale-threshold", type=float, default=None,
                    help="fa4/blasst_fa4: max growth (natural log) that skips the rescale; default 8·ln2")
     g.add_argument("--exp-emulation", type=float, default=None,
@@ -260,8 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with interrupt.handled(), warnings.catch_warnings():
             warnings.showwarning = _one_line_warning
-            text, status = _dispatch(parser.parse_args(argv))
-            print(text)
+            args = parser.parse_args(argv)
+            text, status = _dispatch(args)
+            to_stderr = str(getattr(args, "trace_out", None)) == "-"  # standard output holds the trace
+            print(text, file=sys.stderr if to_stderr else sys.stdout)
             return status
     except VfasimError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -335,9 +351,11 @@ def _run(args: argparse.Namespace) -> tuple[str, int]:
         return (frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)), 0
     progress = not args.quiet and sys.stderr.isatty()
     if args.spec is not None:
-        result = run(**_replayed(args), trace_out=args.trace_out, progress=progress, cache=args.cache)
+        result = run(**_replayed(args), trace_out=args.trace_out, trace_window=args.trace_window, progress=progress,
+                     cache=args.cache)
     else:
         result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
+                     trace_window=args.trace_window,
                      progress=progress, batch=args.batch, kernel=args.kernel, kernel_style=args.kernel_style,
                      dispatch=args.dispatch, numerics_heads=args.numerics_heads, numerics=args.numerics,
                      matmul_format=args.matmul_format, cache=args.cache, **shape)
@@ -365,7 +383,7 @@ def _coverage(doc: dict) -> dict:
 
 
 #: options of vfasim run that choose outputs, not the run: allowed beside --spec
-OUTPUT_OPTIONS = ("spec", "trace_out", "json", "quiet", "check", "command", "cache")
+OUTPUT_OPTIONS = ("spec", "trace_out", "trace_window", "json", "quiet", "check", "command", "cache")
 
 
 def _replayed(args: argparse.Namespace) -> dict:

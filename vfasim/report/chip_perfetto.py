@@ -3,10 +3,13 @@
 Layout: process 1 "memory" holds two counter tracks, the HBM and L2-port
 bandwidth in use (TB/s) between events of the chip's event loop; then one
 process per sampled core — the first ``CORE_SAMPLE`` cores, which the process
-names state — with one thread per unit slot (a unit holds one or more tile streams). Each work unit is a complete
-("X") event named ``b{batch} h{head} q{query block} s{split}`` (combine units
-``combine``), with its bound, HBM bytes and L2-hit bytes as args. Time in
-microseconds at the config's clock, as in ``perfetto.py``.
+names state — with one thread per unit slot (a unit holds one or more tile
+streams). Each work unit is a complete ("X") event named by what bounds it
+(``tensor-bound unit``; combine units ``combine``), so Perfetto aggregates and
+colours by bound, with ``batch``, ``head``, ``qblock``, ``split``,
+``start_cycle``, ``cycles``, HBM bytes and L2-hit bytes as args. Time in integer
+nanoseconds at the config's clock, mapped from cycles once per boundary, as in
+``perfetto.py`` (the same size limit and window apply).
 """
 
 from __future__ import annotations
@@ -16,42 +19,52 @@ import numpy as np
 from vfasim.chip.fluid import BOUNDS, LaunchTimes
 from vfasim.chip.run import ChipResult
 from vfasim.hw.config import HardwareConfig
+from vfasim.report.perfetto import Window, check_size, document, in_window, ns_of, us
 
 CORE_SAMPLE = 8
 MEMORY_PID = 1
 
 
-def chip_trace(res: ChipResult, hw: HardwareConfig) -> dict:
-    us = 1.0 / (hw.clock_ghz * 1e3)
+def chip_trace(res: ChipResult, hw: HardwareConfig, window: Window | None = None) -> dict:
+    """The trace document of a chip run (see the module's note)."""
     cores = hw.chip.cores if hw.chip is not None else 1
     shown = min(cores, CORE_SAMPLE)
+    launches = [(t, labels) for t, labels in ((res.times, res.launch.label), (res.combine, None)) if t is not None]
+    picks = [np.flatnonzero((t.core < shown) & in_window(t.start, t.end, window)) for t, _ in launches]
+    samples = [s for t, _ in launches for s in t.samples if window is None or window[0] <= s[0] < window[1]]
+    check_size(sum(p.size for p in picks) + len(samples), window, res.latency_cycles)
     out = [_meta(MEMORY_PID, 0, "process_name", "memory")]
     for c in range(shown):
         out.append(_meta(2 + c, 0, "process_name", f"core {c} (cores 0-{shown - 1} of {cores} shown)"))
         out += [_meta(2 + c, s, "thread_name", f"slot {s}") for s in range(res.slots_per_core)]
-    names = [f"b{b} h{h} q{q} s{s}" for b, h, q, s in res.launch.label.tolist()]
-    out += _units(res.times, names, shown, cores, us)
-    if res.combine is not None:
-        out += _units(res.combine, ["combine"] * res.combine.end.size, shown, cores, us)
-    for times in (t for t in (res.times, res.combine) if t is not None):
-        out += _counters(times, hw.clock_ghz, us)
-    return {"traceEvents": out, "displayTimeUnit": "ns"}
+    for (times, labels), pick in zip(launches, picks):
+        out += _units(times, labels, pick, cores, hw.clock_ghz)
+    out += _counters(samples, hw.clock_ghz)
+    return document(out, hw.clock_ghz)
 
 
 def _meta(pid: int, tid: int, what: str, name: str) -> dict:
     return {"ph": "M", "name": what, "pid": pid, "tid": tid, "args": {"name": name}}
 
 
-def _units(times: LaunchTimes, names: list[str], shown: int, cores: int, us: float) -> list[dict]:
-    pick = np.flatnonzero(times.core < shown)
-    return [{"ph": "X", "name": names[u], "cat": "unit", "pid": 2 + int(times.core[u]),
-             "tid": int(times.slot[u]) // cores, "ts": float(times.start[u]) * us,
-             "dur": float(times.end[u] - times.start[u]) * us,
-             "args": {"bound": BOUNDS[int(times.bound[u])], "hbm_bytes": float(times.hbm_bytes[u]),
-                      "l2_hit_bytes": float(times.l2_hit_bytes[u])}} for u in pick.tolist()]
+def _units(times: LaunchTimes, labels: np.ndarray | None, pick: np.ndarray, cores: int, clock_ghz: float) -> list[dict]:
+    """One X event per unit in ``pick``; ``labels`` ([U, 4] batch, head, query block, split) or None: combine."""
+    t0, t1 = ns_of(times.start[pick], clock_ghz).tolist(), ns_of(times.end[pick], clock_ghz).tolist()
+    out = []
+    for u, a, b in zip(pick.tolist(), t0, t1):
+        bound = BOUNDS[int(times.bound[u])]
+        args: dict[str, object] = {} if labels is None else dict(zip(("batch", "head", "qblock", "split"),
+                                                                     labels[u].tolist()))
+        args |= {"bound": bound, "start_cycle": float(times.start[u]),
+                 "cycles": float(times.end[u] - times.start[u]), "hbm_bytes": float(times.hbm_bytes[u]),
+                 "l2_hit_bytes": float(times.l2_hit_bytes[u])}
+        out.append({"ph": "X", "name": "combine" if labels is None else f"{bound}-bound unit", "cat": "unit",
+                    "pid": 2 + int(times.core[u]), "tid": int(times.slot[u]) // cores, "ts": us(a), "dur": us(b - a),
+                    "args": args})
+    return out
 
 
-def _counters(times: LaunchTimes, clock_ghz: float, us: float) -> list[dict]:
+def _counters(samples: list[tuple[float, float, float]], clock_ghz: float) -> list[dict]:
     tbps = clock_ghz * 1e9 / 1e12  # bytes per cycle -> TB/s
-    return [{"ph": "C", "name": "bandwidth", "pid": MEMORY_PID, "tid": 0, "ts": t * us,
-             "args": {"HBM TB/s": hbm * tbps, "L2 port TB/s": l2 * tbps}} for t, hbm, l2 in times.samples]
+    return [{"ph": "C", "name": "bandwidth", "pid": MEMORY_PID, "tid": 0, "ts": us(int(ns_of(t, clock_ghz))),
+             "args": {"HBM TB/s": hbm * tbps, "L2 port TB/s": l2 * tbps}} for t, hbm, l2 in samples]

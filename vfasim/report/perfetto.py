@@ -1,73 +1,143 @@
 """Chrome / Perfetto trace export of a simulated run (open in ui.perfetto.dev or chrome://tracing).
 
 Layout: one process (pid 1, "vfasim"), one thread track per pipeline in config
-order, then a "fused" track for zero-cycle fused ops (only if there are any)
-and an "algorithm" track of instant events (only if events are given). Each op
-is one complete ("X") event named ``"{kind} r{row} k{kblock}"`` with args
-``op`` (id), ``row``, ``step``, ``kblock``, ``work`` and ``dtype``; its
-category is the op class (tensor, vector, exp, memory).
+order, then a "fused" track for zero-cycle fused ops (only if there are any), a
+"critical path" track repeating the ops the latency waits on (when given) and
+an "algorithm" track of instant events (only if events are given). Each op is
+one complete ("X") event named by its op kind (``exp``, ``qk_matmul``: Perfetto
+aggregates by name), with args ``op`` (id), ``row``, ``step``, ``kblock``,
+``start_cycle``, ``cycles``, ``work`` and ``dtype``; its category is the op
+class (tensor, vector, exp, memory).
 
-Time: Chrome's ``ts``/``dur`` are microseconds, so cycles are converted with
-the configured clock, ``us = cycles / (clock_ghz * 1e3)``; ``displayTimeUnit``
-is ``ns`` so the UI shows nanoseconds. Pass ``clock_ghz=1e-3`` to read one
-cycle as one microsecond.
+Time: every boundary is mapped once from integer cycles to integer nanoseconds
+at the configured clock (``ns_of``: one monotone map, so slices that touch in
+cycles touch in ns and none overlaps its neighbour), then written in Chrome's
+microseconds with three decimals: Perfetto rounds ``ts * 1000`` back to the same
+integer. The document says so in ``otherData`` (``time_unit``, ``clock_ghz``).
+Pass ``clock_ghz=1`` to read one cycle as one nanosecond.
+
+Size: about 200 bytes per event. A document over ``MAX_EVENTS`` events is
+refused with a line that says how to write part of it (``window``: the ops
+that overlap a ``(start, end)`` range of cycles).
 
 Assumptions:
 - Algorithm events are ``(cycle, name, args)`` tuples produced elsewhere; they
   are drawn as thread-scoped instant events and their args are made JSON-safe
   (NumPy scalars to Python, non-finite floats to null).
-- The document is built in memory: about 200 bytes per op (≈20 MB for 100K ops).
+- The document is built in memory.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
+from vfasim.errors import VfasimError
 from vfasim.io.outputs import write_with
 from vfasim.sim.engine import Timeline
 from vfasim.trace import DTYPES, KIND_CODE, KIND_NAMES, OP_KINDS, Trace
 
 PID = 1
 FUSED_TRACK = "fused"
+CRITICAL_TRACK = "critical path"
 ALGORITHM_TRACK = "algorithm"
+MAX_EVENTS = 1_000_000  # about 200 MB of JSON
+BYTES_PER_EVENT = 200
+STDOUT = "-"  # trace_out naming standard output
 AlgorithmEvent = tuple[int, str, Mapping[str, object]]
+Window = tuple[int, int]  # [start, end) in cycles
+
+
+def ns_of(cycles: np.ndarray | float, clock_ghz: float) -> np.ndarray:
+    """Integer nanoseconds of cycle times: one monotone map for every boundary of a trace."""
+    return np.rint(np.asarray(cycles, dtype=np.float64) / clock_ghz).astype(np.int64)
+
+
+def us(ns: int) -> float:
+    """Chrome's microseconds for an integer ns; Perfetto's ``llround(us * 1000)`` gives ``ns`` back."""
+    return ns / 1000
+
+
+def document(events: list[dict], clock_ghz: float) -> dict:
+    """The JSON-object trace format, stating its time base (``displayTimeUnit`` is left out: Perfetto ignores it
+    and older importers read it as the unit of ``ts``)."""
+    return {"traceEvents": events,
+            "otherData": {"time_unit": "ns (integer, from integer cycles; written as us with 3 decimals)",
+                          "clock_ghz": clock_ghz}}
+
+
+def in_window(start: np.ndarray, end: np.ndarray, window: Window | None) -> np.ndarray:
+    """Mask of the spans that overlap ``[window[0], window[1])`` cycles (every span without a window)."""
+    if window is None:
+        return np.ones(np.shape(start), bool)
+    lo, hi = window
+    return (start < hi) & ((end > lo) | (start >= lo))
+
+
+def check_size(events: int, window: Window | None, latency_cycles: float) -> None:
+    """Refuse a document of more than ``MAX_EVENTS`` events, saying how to write part of it."""
+    if events <= MAX_EVENTS:
+        return
+    part = max(1, int(latency_cycles * MAX_EVENTS / events) // 2)
+    raise VfasimError(f"trace of {events:,} events (about {events * BYTES_PER_EVENT / 1e6:,.0f} MB) is over the "
+                      f"{MAX_EVENTS:,}-event limit{' even in its window' if window else ''}; write part of it with "
+                      f"--trace-window START:END (cycles; e.g. 0:{part} of {int(latency_cycles):,})")
 
 
 def chrome_trace(trace: Trace, timeline: Timeline, events: Iterable[AlgorithmEvent] | None = None,
-                 clock_ghz: float = 1.0) -> dict:
-    """The JSON-object trace format: ``{"traceEvents": [...], "displayTimeUnit": "ns"}``."""
+                 clock_ghz: float = 1.0, critical_ops: np.ndarray | None = None,
+                 window: Window | None = None) -> dict:
+    """The trace document of one core's run (see the module's note for its layout and time base)."""
     if not clock_ghz > 0:
         raise ValueError(f"clock_ghz must be > 0, got {clock_ghz}")
-    us_per_cycle = 1.0 / (clock_ghz * 1e3)
-    tracks = _tracks(timeline, events is not None)
+    keep = in_window(timeline.start_cycles, timeline.end_cycles, window)
+    crit = np.asarray(critical_ops if critical_ops is not None else [], dtype=np.int64)
+    crit = crit[keep[crit]]
+    instants = [e for e in events or () if window is None or window[0] <= e[0] < window[1]]
+    check_size(int(keep.sum()) + crit.size + len(instants), window, float(timeline.end_cycles.max(initial=0)))
+    tracks = _tracks(timeline, critical_ops is not None, events is not None)
     out = [_meta("process_name", 0, "vfasim")]
     for name, tid in tracks.items():
         out += [_meta("thread_name", tid, name), _meta("thread_sort_index", tid, tid, key="sort_index")]
-    out += _op_events(trace, timeline, tracks, us_per_cycle)
+    pipe_tid = [tracks[n] for n in timeline.pipeline_names] + [tracks.get(FUSED_TRACK, 0)]
+    out += _op_events(trace, timeline, np.flatnonzero(keep), np.take(pipe_tid, timeline.pipeline), clock_ghz)
+    if critical_ops is not None:
+        out += _op_events(trace, timeline, crit, np.full(len(trace), tracks[CRITICAL_TRACK]), clock_ghz)
     if events is not None:
-        out += [_instant(c, n, a, tracks[ALGORITHM_TRACK], us_per_cycle) for c, n, a in events]
-    return {"traceEvents": out, "displayTimeUnit": "ns"}
+        out += [_instant(c, n, a, tracks[ALGORITHM_TRACK], clock_ghz) for c, n, a in instants]
+    return document(out, clock_ghz)
 
 
 def write_chrome_trace(path: str | Path, doc: dict) -> None:
-    """Write ``doc`` as JSON atomically (see ``vfasim.io.outputs``): a folder's temp file, then a rename."""
-    def dump(tmp: Path) -> None:
+    """Write ``doc`` as JSON atomically (see ``vfasim.io.outputs``), or to standard output for ``"-"``."""
+    def dump(f: object) -> None:
+        json.dump(doc, f, allow_nan=False, separators=(",", ":"))  # type: ignore[arg-type]
+
+    if str(path) == STDOUT:
+        dump(sys.stdout)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        return
+
+    def to_file(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f, allow_nan=False, separators=(",", ":"))
+            dump(f)
 
-    write_with(path, dump, "trace file")
+    write_with(path, to_file, "trace file")
 
 
-def _tracks(timeline: Timeline, with_events: bool) -> dict[str, int]:
+def _tracks(timeline: Timeline, with_critical: bool, with_events: bool) -> dict[str, int]:
     """Track name -> tid (1-based, in display order)."""
     names = list(timeline.pipeline_names)
     if np.any(timeline.pipeline < 0):
         names.append(FUSED_TRACK)
+    if with_critical:
+        names.append(CRITICAL_TRACK)
     if with_events:
         names.append(ALGORITHM_TRACK)
     return {name: tid for tid, name in enumerate(names, start=1)}
@@ -77,22 +147,23 @@ def _meta(what: str, tid: int, value: object, key: str = "name") -> dict:
     return {"ph": "M", "name": what, "pid": PID, "tid": tid, "args": {key: value}}
 
 
-def _op_events(trace: Trace, timeline: Timeline, tracks: dict[str, int], us_per_cycle: float) -> list[dict]:
-    # pipeline index -1 (fused) picks the last entry: the fused track
-    pipe_tid = [tracks[n] for n in timeline.pipeline_names] + [tracks.get(FUSED_TRACK, 0)]
-    kinds = [KIND_NAMES[k] for k in trace.kind.tolist()]
-    columns = zip(range(len(trace)), kinds, trace.dtype.tolist(), trace.work.tolist(), trace.row.tolist(),
-                  trace.step.tolist(), trace.kblock.tolist(), timeline.start_cycles.tolist(),
-                  timeline.end_cycles.tolist(), timeline.pipeline.tolist())
-    return [{"ph": "X", "name": f"{kind} r{row} k{kb}", "cat": OP_KINDS[kind][0], "pid": PID,
-             "tid": pipe_tid[p], "ts": start * us_per_cycle, "dur": (end - start) * us_per_cycle,
-             "args": {"op": i, "row": row, "step": step, "kblock": kb, "work": work, "dtype": DTYPES[dt]}}
-            for i, kind, dt, work, row, step, kb, start, end, p in columns]
+def _op_events(trace: Trace, timeline: Timeline, ops: np.ndarray, tids: np.ndarray, clock_ghz: float) -> list[dict]:
+    """One X event per op in ``ops``, on track ``tids[op]``, named by its kind."""
+    start, end = timeline.start_cycles[ops], timeline.end_cycles[ops]
+    t0, t1 = ns_of(start, clock_ghz).tolist(), ns_of(end, clock_ghz).tolist()
+    columns = zip(ops.tolist(), trace.kind[ops].tolist(), trace.dtype[ops].tolist(), trace.work[ops].tolist(),
+                  trace.row[ops].tolist(), trace.step[ops].tolist(), trace.kblock[ops].tolist(), start.tolist(),
+                  end.tolist(), t0, t1, tids[ops].tolist())
+    return [{"ph": "X", "name": KIND_NAMES[k], "cat": OP_KINDS[KIND_NAMES[k]][0], "pid": PID, "tid": tid,
+             "ts": us(a), "dur": us(b - a),
+             "args": {"op": i, "row": row, "step": step, "kblock": kb, "start_cycle": s, "cycles": e - s,
+                      "work": work, "dtype": DTYPES[dt]}}
+            for i, k, dt, work, row, step, kb, s, e, a, b, tid in columns]
 
 
-def _instant(cycle: int, name: str, args: Mapping[str, object], tid: int, us_per_cycle: float) -> dict:
+def _instant(cycle: int, name: str, args: Mapping[str, object], tid: int, clock_ghz: float) -> dict:
     return {"ph": "i", "s": "t", "name": str(name), "cat": ALGORITHM_TRACK, "pid": PID, "tid": tid,
-            "ts": float(cycle) * us_per_cycle, "args": {str(k): _plain(v) for k, v in dict(args).items()}}
+            "ts": us(int(ns_of(cycle, clock_ghz))), "args": {str(k): _plain(v) for k, v in dict(args).items()}}
 
 
 def _plain(value: object) -> object:

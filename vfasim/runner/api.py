@@ -17,7 +17,7 @@ from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.formats import with_matmul_format
 from vfasim.runner.inputs import check_schedule, checked
 from vfasim.kernel import Kernel, load_kernel
-from vfasim.runner.options import Options, merged_options
+from vfasim.runner.options import Options, merged_options, topk_for
 from vfasim.runner.prepare import Prepared, checked_numerics, digest, engine_precision, prepare
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import simulate, timing_stats
@@ -80,6 +80,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         heads: int = 1, kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
         qkv: str | Path | None = None, schedule: str = "pipelined", decode: bool = False,
         queries: int = 1, options: Options = Options(), trace_out: str | Path | None = None,
+        trace_window: tuple[int, int] | None = None,
         progress: bool = False, batch: int = 1, kernel: str | Path | Kernel | None = None,
         kernel_style: str | None = None, dispatch: str | None = None, numerics_heads: int = 0,
         numerics: str | None = None, matmul_format: str | None = None, cache: bool = True,
@@ -88,7 +89,8 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
 
     Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
     ``decode`` keeps the last ``queries`` query rows against the whole KV sequence.
-    ``trace_out`` also writes a Chrome/Perfetto trace of the timeline to that file;
+    ``trace_out`` also writes a Chrome/Perfetto trace of the timeline to that file (``"-"``:
+    standard output), of the ops that overlap ``trace_window`` (start, end cycles) if given;
     ``progress`` shows the functional engine's progress on stderr. On a config with a chip
     section the whole launch of ``batch`` × ``heads`` runs on the chip (see ``chip_run``) as
     ``kernel`` (a built-in name from ``kernels/``, a YAML path or a ``Kernel``; default ``fa2``;
@@ -130,7 +132,8 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
             config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
             heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
             queries=queries, options=opts, progress=progress, references=True, numerics=numerics, cache=cache)
-        return replace(_timed(prepared, algo, prepared.config, schedule, trace_out, seed, decode, block_k), spec=spec)
+        timed = _timed(prepared, algo, prepared.config, schedule, (trace_out, trace_window), seed, decode, block_k)
+        return replace(timed, spec=spec)
 
 
 def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *,
@@ -148,7 +151,7 @@ def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *
         raise VfasimError("run_configs needs one schedule per config and configs of one precision")
     with threadpool_limits(limits=1, user_api="blas"):
         prepared = prepare(configs[0], algo, references=True, **{"numerics": None, **run_kwargs})
-        return [replace(_timed(prepared, algo, c, s, None, run_kwargs.get("seed", 0), run_kwargs.get("decode", False),
+        return [replace(_timed(prepared, algo, c, s, (None, None), run_kwargs.get("seed", 0), run_kwargs.get("decode", False),
                                run_kwargs.get("block_k") or DEFAULT_BLOCK), spec=_spec_of(hw, c, algo, s, run_kwargs))
                 for hw, c, s in zip(hws, configs, schedules)]
 
@@ -165,7 +168,8 @@ def _spec_of(hw: str | Path | HardwareConfig, config: HardwareConfig, algo: str,
 
 
 def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
-           trace_out: str | Path | None, seed: int, decode: bool, block_k: int) -> RunResult:
+           trace_to: tuple[str | Path | None, tuple[int, int] | None], seed: int, decode: bool,
+           block_k: int) -> RunResult:
     """The prepared run timed on ``config``: timeline, statistics, critical path, manifest, numerics."""
     policy, opts, tiling, precision, result = (prepared.policy, prepared.opts, prepared.tiling, prepared.precision,
                                                prepared.result)
@@ -175,10 +179,11 @@ def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
     crit = critical_path(trace, timeline, config, schedule)
     refs = prepared.references() if prepared.references is not None else None  # waits for the side threads
     numerics, failed_rows = checked_numerics(precision, policy, result, refs, prepared.blocks, tiling)
+    trace_out, window = trace_to
     if trace_out is not None:
         events = algorithm_events(trace, timeline, None if result is None else result.above_max)
         events += row_failure_events(trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
-        write_chrome_trace(trace_out, chrome_trace(trace, timeline, events, config.clock_ghz))
+        write_chrome_trace(trace_out, chrome_trace(trace, timeline, events, config.clock_ghz, crit.ops, window))
     manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
                 "workload_digest": prepared.workload_digest, "trace_digest": trace.digest(),
                 "trace_ops": len(trace), "output_digest": None if result is None else digest(result.out),
@@ -193,7 +198,7 @@ def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
                "heads": tiling.heads, "kv_heads": tiling.kv_heads, "block_q": tiling.block_q, "block_k": block_k,
                "causal": causal, "decode": decode},
         options={"policy": asdict(policy), "lam": opts.lam if policy.skip in ("block", "row") else None,
-                 "topk": opts.topk if policy.skip == "topk" else None},
+                 "topk": topk_for(opts.topk, tiling.n_kblocks) if policy.skip == "topk" else None},
         critical_path=crit.to_dict())
 
 
@@ -201,7 +206,8 @@ def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, k
     from vfasim.runner.chip_run import run_chip
 
     keys = ("batch", "seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed",
-            "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "schedule", "cache")
+            "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "trace_window",
+            "schedule", "cache")
     return RunResult(**run_chip(config, algo, options=options, kernel=kernel, **{k: args[k] for k in keys}))
 
 

@@ -49,7 +49,8 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
              block_k: int | None, causal: bool, heads: int, kv_heads: int | None, seed: int, workload: str,
              qkv: str | Path | None, decode: bool, queries: int, options: Options, kernel: str | Path | Kernel,
              dispatch: str | None,
-             numerics_heads: int, trace_out: str | Path | None, schedule: str = "pipelined", cache: bool = True) -> dict:
+             numerics_heads: int, trace_out: str | Path | None, trace_window: tuple[int, int] | None = None,
+             schedule: str = "pipelined", cache: bool = True) -> dict:
     """The RunResult fields of a chip run (``api.run`` wraps them)."""
     k = load_kernel(kernel)
     dispatch = dispatch or k.dispatch
@@ -81,7 +82,7 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
         from vfasim.report.chip_perfetto import chip_trace
         from vfasim.report.perfetto import write_chrome_trace
 
-        write_chrome_trace(trace_out, chip_trace(res, config))
+        write_chrome_trace(trace_out, chip_trace(res, config, trace_window))
     return _fields(config, algo, res, trace, policy, k, dispatch, numerics, used, geo, t, seed,
                    workload if not representative else "timing-only")
 

@@ -36,7 +36,7 @@ import numpy as np
 from vfasim.errors import VfasimError
 from vfasim.functional import sampling
 from vfasim.runner.options import OPTION_RULES, Options
-from vfasim.runner.rules import flag, integer, number, optional, path, text
+from vfasim.runner.rules import flag, integer, number, optional, path, text, window
 
 LONG_RUN_S = 60.0
 BASE_BYTES = 240 * 2**20  # interpreter, NumPy, pandas, the engine's step batches (STEP_BYTES each)
@@ -58,7 +58,7 @@ RULES: dict[str, Callable[[str, object], object]] = {
     "heads": integer,
     "kv_heads": optional(integer), "queries": integer, "seed": lambda n, v: integer(n, v, 0),
     "causal": flag, "decode": flag, "progress": flag, "cache": flag, "algo": text, "workload": text, "schedule": text,
-    "qkv": optional(path), "trace_out": optional(path),
+    "qkv": optional(path), "trace_out": optional(path), "trace_window": optional(window),
     "batch": integer, "numerics_heads": lambda n, v: integer(n, v, 0), "kernel_style": optional(text),
     "kernel": optional(lambda n, v: v if _is_kernel(v) else str(path(n, v))), "dispatch": optional(text),
 }
@@ -148,7 +148,7 @@ def check_combination(values: Mapping[str, Any], defaults: Mapping[str, Any]) ->
                               "its sizes")
     elif "seq_len" in values and not _timing_only({**defaults, **values}):
         check_plan(values, defaults)
-    if values.get("trace_out") is not None:
+    if values.get("trace_out") is not None and str(values["trace_out"]) != "-":  # "-": standard output
         from vfasim.io.outputs import check_file_target
 
         check_file_target(values["trace_out"], "trace file")

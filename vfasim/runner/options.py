@@ -12,8 +12,10 @@ from typing import Callable
 from vfasim.errors import VfasimError
 from vfasim.runner.rules import flag, integer, number, optional, text
 
+DEFAULT_TOPK = 8
+
 OPTION_RULES: dict[str, Callable[[str, object], object]] = {
-    "lam": lambda n, v: number(n, v, 0.0, 1.0), "topk": lambda n, v: integer(n, v, 0),
+    "lam": lambda n, v: number(n, v, 0.0, 1.0), "topk": optional(lambda n, v: integer(n, v, 0)),
     "key_summary": optional(text), "q_summary": optional(text), "minit": optional(flag),
     "reorder": optional(flag), "rescale_threshold": optional(lambda n, v: number(n, v, 0.0)),
     "exp_emulation": optional(lambda n, v: number(n, v, 0.0, 1.0)),
@@ -34,7 +36,7 @@ class Options:
     """Algorithm options beyond the name (None keeps the algorithm's default); checked on creation."""
 
     lam: float = 1e-3
-    topk: int = 8
+    topk: int | None = None  # bsfa: DEFAULT_TOPK, capped at the key blocks beside the diagonal (topk_for)
     key_summary: str | None = None
     minit: bool | None = None
     reorder: bool | None = None
@@ -51,11 +53,17 @@ class Options:
         check_options(self)
         if not 0.0 < self.lam < 1.0:
             raise VfasimError(f"lam must lie in (0, 1), got {self.lam}")
-        if isinstance(self.topk, bool) or not isinstance(self.topk, int) or self.topk < 0:
+        if self.topk is not None and (isinstance(self.topk, bool) or not isinstance(self.topk, int) or self.topk < 0):
             raise VfasimError(f"topk must be an integer >= 0, got {self.topk!r}")
 
     def policy_options(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("lam", "topk")}
+
+
+def topk_for(topk: int | None, n_kblocks: int) -> int:
+    """bsfa's off-diagonal blocks kept per query block: ``topk`` as given, else ``DEFAULT_TOPK`` capped at the
+    ``n_kblocks - 1`` blocks beside the diagonal (so the default works at every length)."""
+    return min(DEFAULT_TOPK, max(n_kblocks - 1, 0)) if topk is None else topk
 
 
 def merged_options(options: Options, option_kwargs: dict) -> Options:

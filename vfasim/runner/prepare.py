@@ -29,7 +29,7 @@ from vfasim.functional.policy import calibrate_bsfa
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.runner.inputs import check_blocks
-from vfasim.runner.options import Options, merged_options
+from vfasim.runner.options import Options, merged_options, topk_for
 from vfasim.io.qkv_files import load_qkv
 from vfasim.io.refcache import ReferenceCache, entry_name, reference_cache
 from vfasim.trace import Trace
@@ -202,7 +202,8 @@ def _bsfa_thresholds(skip: str, tiling: Tiling, precision: Precision, opts: Opti
     """
     if skip != "topk":
         return None
-    if opts.topk >= tiling.n_kblocks:
+    topk = topk_for(opts.topk, tiling.n_kblocks)
+    if topk >= tiling.n_kblocks:
         raise VfasimError(f"topk {opts.topk} keeps every block: there are {tiling.n_kblocks} key blocks, at most "
                           f"{tiling.n_kblocks - 1} beside the diagonal; give topk <= {tiling.n_kblocks - 1}")
     samples = [None] if qkv is not None else [seed + i for i in range(1, BSFA_CALIBRATION_RUNS + 1)]
@@ -212,7 +213,7 @@ def _bsfa_thresholds(skip: str, tiling: Tiling, precision: Precision, opts: Opti
                        0 if s is None else s, decode, queries)
         maxima.append(run_engine(wl.q, wl.k, wl.v, tiling, BASELINE, precision, trace=False).block_max)
     local = np.tile(tiling.local_block, tiling.heads)
-    return calibrate_bsfa(maxima, local, opts.topk)
+    return calibrate_bsfa(maxima, local, topk)
 
 
 def numerics_block(precision: Precision, policy: Policy, result: EngineResult, ref: np.ndarray,

@@ -50,5 +50,15 @@ def path(name: str, value: object) -> Path:
     return Path(value)
 
 
+def window(name: str, value: object) -> tuple[int, int]:
+    """A ``(start, end)`` range of cycles, ``0 <= start < end``."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise VfasimError(f"{name} must be (start, end) in cycles, got {value!r}")
+    start, end = (integer(name, v, 0) for v in value)
+    if start >= end:
+        raise VfasimError(f"{name} must have start < end, got {value!r}")
+    return start, end
+
+
 def optional(rule: Callable) -> Callable:
     return lambda name, value: None if value is None else rule(name, value)

@@ -6,7 +6,7 @@ JSON-able mapping (``RunResult.spec``; ``vfasim run --json`` prints it under
 arguments of ``vfasim.run`` (``vfasim run --spec FILE``), refusing it when a
 config or kernel it names has changed since (their digests are part of it).
 
-What is not in a spec: where outputs go (``trace_out``), whether a progress
+What is not in a spec: where outputs go (``trace_out``, ``trace_window``), whether a progress
 bar shows and whether the reference cache is used; none changes a result. A config or kernel given as an object is
 recorded by name and digest: its replay needs a built-in or a file of that name.
 """
@@ -23,7 +23,7 @@ SPEC_VERSION = 1
 #: run() keywords a spec holds (besides hw, algo, kernel and the algorithm options)
 FIELDS = ("seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed", "workload", "qkv",
           "schedule", "decode", "queries", "batch", "dispatch", "numerics_heads", "numerics", "matmul_format")
-NOT_IN_SPEC = ("trace_out", "progress", "cache")
+NOT_IN_SPEC = ("trace_out", "trace_window", "progress", "cache")
 
 
 def run_spec(hw: object, hw_name: str, hw_digest: str, algo: str, values: dict[str, Any], options: dict[str, Any],

@@ -68,7 +68,7 @@ NOT_MODEL = ("allocator.py", "cli.py")
 NOT_MODEL_FOLDERS = ("report/", "sweep/")
 #: run keywords that are no what-if: the axes themselves, options (swept one by one, by name), files a run reads
 #: or writes (qkv, trace_out) and its progress bar; a kernel (a name or a YAML file) is swept like any option
-_NOT_SWEPT = {"hw", "algo", "options", "return", "qkv", "trace_out", "progress", "option_kwargs"}
+_NOT_SWEPT = {"hw", "algo", "options", "return", "qkv", "trace_out", "trace_window", "progress", "option_kwargs"}
 
 
 @dataclass(frozen=True)
