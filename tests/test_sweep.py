@@ -40,7 +40,7 @@ def test_two_set_axes_give_their_cartesian_product(tmp_path, capsys):
     pairs = list(zip(frame["score_buffers"], frame["pipelines.exp.throughput.float32"]))
     assert pairs == [(2, 16), (2, 32), (4, 16), (4, 32)]
     assert {"hw", "algo", "latency_cycles", "bottleneck", "bound", "share_tensor", "share_vector",
-            "share_exp", "speedup", "cube_busy_cycles", "exp_utilization", "rel_err_vs_fp64"} <= set(frame)
+            "share_exp", "latency_vs_first_x", "cube_busy_cycles", "exp_utilization", "rel_err_vs_fp64"} <= set(frame)
     assert len(set(frame["hw_digest"])) == 4  # each point ran its own config
     assert "4 computed (numerics computed 1 time, reused for 3 more points), 0 reused" in out
 
@@ -158,10 +158,11 @@ def test_outputs_exist_and_are_not_empty(tmp_path, capsys):
                            *SMALL_ARGS, "--jobs", "1", "--out", str(tmp_path))
     assert status == 0, err
     for name in ("results.csv", "results.parquet", "points.jsonl", *(f"{plot}.{ext}" for plot in
-                 ("latency", "speedup", "shares") for ext in ("png", "svg"))):
+                 ("latency", "latency_vs_first_x", "speedup_vs_baseline", "shares") for ext in ("png", "svg"))):
         assert (tmp_path / name).stat().st_size > 0, name
     frame = pd.read_parquet(tmp_path / "results.parquet")
-    assert len(frame) == 6 and list(frame["speedup"][::3]) == [1.0, 1.0]
+    assert len(frame) == 6 and list(frame["latency_vs_first_x"][::3]) == [1.0, 1.0]
+    assert list(frame["speedup_vs_fa2"][:3]) == [1.0] * 3
     assert "exp_scale" in out.splitlines()[0]
 
 
@@ -208,7 +209,7 @@ def test_pareto_plot_marks_broken_points_and_skips_unchecked_runs(tmp_path, caps
     frame = pd.read_csv(tmp_path / "results.csv")
     assert set(frame["verdict"]) >= {"ok", "unchecked"} and "broken" in set(frame["verdict"])
     svg = (tmp_path / "pareto.svg").read_text()
-    assert "numerics broken" in svg and "2 point(s) without checked numerics not shown" in svg
+    assert "NaN/Inf or" in svg and "2 point(s) without checked numerics not shown" in svg  # the broken band
     only_off = tmp_path / "off"
     assert cli(capsys, "sweep", "--hw", "C16V32", "--algo", "fa2", "--set", "numerics=off", *SMALL_ARGS,
                "--jobs", "1", "--out", str(only_off))[0] == 0

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from vfasim.errors import VfasimError
+from vfasim.functional.policy import ALGORITHMS, OPTION_SCOPE
 from vfasim.runner.rules import flag, integer, number, optional, text
 
 DEFAULT_TOPK = 8
@@ -58,6 +59,18 @@ class Options:
 
     def policy_options(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("lam", "topk")}
+
+
+def applies_to(option: str, algo: str) -> bool:
+    """Whether ``option`` (a field of ``Options``) means something for ``algo`` (the policy's ``OPTION_SCOPE``;
+    ``lam`` for the skipping algorithms, ``topk`` for bsfa); an unknown algorithm is left to ``policy_for``."""
+    if algo not in ALGORITHMS:
+        return True
+    if option == "lam":
+        return ALGORITHMS[algo].skip in ("block", "row")
+    if option == "topk":
+        return ALGORITHMS[algo].skip == "topk"
+    return algo in OPTION_SCOPE.get(option, (algo,))
 
 
 def topk_for(topk: int | None, n_kblocks: int) -> int:

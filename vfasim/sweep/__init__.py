@@ -5,7 +5,11 @@ An axis is a list of values for one input: a hardware field by its dotted path
 (``seq_len``, ``block_q``, ``lam``, ``topk``), or a shorthand scale (``exp_scale``,
 ``vector_scale``, ``tensor_scale``) that multiplies every throughput of the pipelines with
 that role. A sweep is the cartesian product of hw × algo × axes; every point is validated
-before anything runs, so a bad path or value fails at once, naming it.
+before anything runs, so a bad path or value fails at once, naming it. An algorithm option
+applies where it means something (``minit_margin`` to vfa and vsa, ``lam`` to the skipping
+algorithms): at the other algorithms' points its value is ``n/a`` and they run once, so one
+sweep compares a mitigation with its baseline; an option no algorithm of the sweep takes is
+refused.
 
 Each finished point is appended to ``DIR/points.jsonl`` as one JSON line (flushed and
 fsync'd) under a stable hash of what determines it; a re-run of the same sweep computes only
@@ -48,13 +52,15 @@ from tqdm import tqdm
 from vfasim import __version__
 from vfasim.io import interrupt
 from vfasim.runner.api import Options, run, run_configs
+from vfasim.runner.options import applies_to
 from vfasim.errors import Interrupted, VfasimError
-from vfasim.functional import policy_for
+from vfasim.functional import ALGORITHMS, policy_for
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import deep_merge, first_error
 from vfasim.runner.inputs import check_keywords, check_plan, signature_defaults, warn_if_long
 from vfasim.io.outputs import check_folder_target
-from vfasim.sweep.plots import SWEEP_FILES, format_sweep, sweep_frame, write_sweep
+from vfasim.sweep.plots import SWEEP_FILES, write_sweep
+from vfasim.sweep.table import NA, format_sweep, sweep_frame
 from vfasim.sweep.exec import EXECUTORS, compute
 from vfasim.sweep.journal import JOURNAL, journal_writer, read_journal
 
@@ -64,7 +70,7 @@ if TYPE_CHECKING:
 SCALES = {"exp_scale": "exp", "vector_scale": "vector", "tensor_scale": "tensor"}
 Value = int | float | bool | str | None  # one value of a swept input, as read from the command line
 #: what does not decide a point's result: the command line, reports and the sweep's own package
-NOT_MODEL = ("allocator.py", "cli.py")
+NOT_MODEL = ("allocator.py", "cli.py", "__main__.py")
 NOT_MODEL_FOLDERS = ("report/", "sweep/")
 #: run keywords that are no what-if: the axes themselves, options (swept one by one, by name), files a run reads
 #: or writes (qkv, trace_out) and its progress bar; a kernel (a name or a YAML file) is swept like any option
@@ -190,18 +196,32 @@ def make_points(hws: Iterable[str], algos: Iterable[str], axes: Iterable[Axis],
     names = [a.name for a in axes]
     if len(set(names)) != len(names):
         raise VfasimError(f"an axis is given twice: {', '.join(names)}")
-    docs = {hw: load_hw(hw).model_dump(mode="json") for hw in hws}
+    docs, algos = {hw: load_hw(hw).model_dump(mode="json") for hw in hws}, list(algos)
+    _check_scope(names, algos)
     points = []
     for hw, algo, values in itertools.product(docs, algos, itertools.product(*(a.values for a in axes))):
-        swept = dict(zip(names, values))
+        swept = {k: v if _applies(k, algo) else NA for k, v in zip(names, values)}
         config = _hw_config(hw, docs[hw], {k: v for k, v in swept.items() if _kind(k) == "hw"},
                             {k: v for k, v in swept.items() if k in SCALES})
-        kwargs = {**base_kwargs, **{k: v for k, v in swept.items() if _kind(k) == "run"}}
+        kwargs = {**base_kwargs, **{k: v for k, v in swept.items() if _kind(k) == "run" and v != NA}}
         _check_options(algo, kwargs)
         inputs = {"hw": hw, "algo": algo, **swept}
         key = point_key(inputs, kwargs, config.digest())
         points.append(Point(inputs, algo, key, config.model_dump(mode="json"), kwargs))
-    return points
+    return list({p.key: p for p in points}.values())  # an option that does not apply: one point, not one per value
+
+
+def _applies(name: str, algo: str) -> bool:
+    """Whether a swept input means something for ``algo`` (hardware fields and run sizes always do)."""
+    return name not in Options.__dataclass_fields__ or applies_to(name, algo)
+
+
+def _check_scope(names: list[str], algos: list[str]) -> None:
+    """An option axis must apply to at least one algorithm of the sweep."""
+    for name in names:
+        if not any(_applies(name, a) for a in algos):
+            scope = [a for a in ALGORITHMS if _applies(name, a)]
+            raise VfasimError(f"option {name} applies to {', '.join(scope)}, none of {', '.join(algos)}")
 
 
 def _kind(name: str) -> str:
@@ -344,7 +364,7 @@ def x_axis(points: list[Point]) -> str:
 
 
 def results_frame(result: SweepResult) -> pd.DataFrame:
-    """One row per finished point, in sweep order, with ``speedup`` against the first x value."""
+    """One row per finished point, in sweep order, with its ratios (``vfasim.sweep.table``)."""
     x = x_axis(result.points)
     series = [c for c in result.points[0].inputs if c != x] if result.points else []
     return sweep_frame([r for r in result.records if r is not None], series)
@@ -379,8 +399,9 @@ def sweep_command(args: argparse.Namespace) -> str:
     runs = result.functional_runs
     shared = (f" (numerics computed {runs} time{'s' if runs != 1 else ''}, reused for "
               f"{result.computed - runs} more points)") if result.computed else ""
-    footer = f"{result.computed} computed{shared}, {result.reused} reused" + (f"; wrote {', '.join(map(str, written))}"
-                                                                       if written else "")
+    wrote = f"; wrote {', '.join(map(str, written))}" if written else \
+        "; nothing written (--out DIR keeps results.csv, the plots and a journal to resume from)"
+    footer = f"{result.computed} computed{shared}, {result.reused} reused{wrote}"
     return format_sweep(frame, list(points[0].inputs)) + "\n" + footer
 
 

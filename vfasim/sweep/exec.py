@@ -86,6 +86,9 @@ def _exit_with_parent(parent: int) -> None:
 
 def _on_dask(fn: Callable[..., R], tasks: Sequence[tuple[Any, ...]], names: Sequence[str],
              scheduler: str | distributed.Client | None) -> Iterator[tuple[int, R]]:
+    from vfasim.io.extras import need
+
+    need("dask", "--executor dask")
     from dask import distributed
 
     try:
