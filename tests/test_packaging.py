@@ -3,10 +3,15 @@ pyproject.toml, no install): a folder with an __init__.py left out of the wheel,
 no package-data glob names, works in the editable checkout and breaks a regular install."""
 import fnmatch
 import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import setuptools
+
+import vfasim
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
@@ -50,3 +55,79 @@ def test_every_data_file_is_shipped():
 #: raw artifacts of a measurement campaign that no code in the package reads: the log, the clock trace and the
 #: Q/K/V arrays (read by experiments/ from the repository); the tables and their sidecars ship
 NOT_SHIPPED = ("validation/*/*.txt", "validation/*/*.npz")
+
+
+# -- what a user installs and runs ---------------------------------------------------------------------------
+
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def test_optional_features_are_extras_and_the_test_extra_pulls_them():
+    hard = " ".join(PROJECT["dependencies"])
+    assert "pyarrow" not in hard and "dask" not in hard  # 170 MB and a cluster stack for two optional features
+    extras = PROJECT["optional-dependencies"]
+    assert extras["parquet"] == ["pyarrow>=15"] and extras["dask"] == ["dask[distributed]>=2024.1"]
+    assert "torch" in extras["capture"][0]
+    assert extras["test"][0] == "vfasim[parquet,dask]"  # CI installs -e '.[test]' and runs every feature
+
+
+def test_a_missing_extra_is_named_in_one_line(monkeypatch, tmp_path):
+    import pandas as pd
+
+    from vfasim.errors import VfasimError
+    from vfasim.io import extras
+    from vfasim.sweep.exec import compute
+
+    monkeypatch.setattr(extras, "has", lambda extra: False)
+    with pytest.raises(VfasimError, match=r"^--executor dask needs distributed: pip install 'vfasim\[dask\]'$"):
+        list(compute(len, [("x",)], ["t"], "dask", None, "tcp://127.0.0.1:1"))
+    import vfasim.sweep.plots as plots
+
+    monkeypatch.setattr(plots, "has", lambda extra: False)
+    frame = pd.DataFrame({"hw": ["C4V16"], "algo": ["vfa"], "latency_cycles": [10], "bound": ["exp"],
+                          "latency_vs_first_x": [1.0]})
+    with pytest.warns(UserWarning, match=r"results.parquet not written: .*pip install 'vfasim\[parquet\]'"):
+        written = plots.write_sweep(frame, "hw", ["algo"], tmp_path)
+    assert tmp_path / "results.csv" in written and not (tmp_path / "results.parquet").exists()
+
+
+def test_import_needs_no_fcntl():
+    code = ("import sys; sys.modules['fcntl'] = None\n"  # as on Windows: importing fcntl fails
+            "import vfasim, vfasim.cli, vfasim.sweep, vfasim.io.outputs; print(vfasim.__version__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == vfasim.__version__
+
+
+def test_python_dash_m_runs_the_command_line():
+    out = subprocess.run([sys.executable, "-m", "vfasim", "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == f"vfasim {vfasim.__version__}"
+
+
+def test_license_version_and_changelog():
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "the vfasim authors" in text and PROJECT["license"] == "MIT"
+    assert PROJECT["license-files"] == ["LICENSE"] and "Typing :: Typed" in PROJECT["classifiers"]
+    assert PROJECT["dynamic"] == ["version"] and "version" not in PROJECT  # one place: vfasim.__version__
+    assert vfasim.__version__ != "0.1.0" and f"## {vfasim.__version__}" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_hw_show_keeps_every_numbers_source(capsys):
+    import yaml
+
+    from vfasim.cli import main
+    from vfasim.hw import load_hw
+
+    assert main(["hw", "show", "C4V16"]) == 0
+    out = capsys.readouterr().out
+    assert "  matmul: float4_e2m1  # source: paper" in out  # from the file itself
+    assert "clock_ghz: 1.5  # assumed, because the paper gives no clock" in out  # from its base, C16V32
+    assert "units: 1  # vfasim default, not set in the file" in out
+    assert yaml.safe_load(out) == load_hw("C4V16").model_dump(mode="json")  # still the config, as YAML
+
+
+def test_sweep_without_out_says_it_wrote_nothing(capsys):
+    from vfasim.cli import main
+
+    assert main(["sweep", "--seq-len", "128", "--head-dim", "32", "--block-q", "64", "--block-k", "64",
+                 "--jobs", "1", "--quiet"]) == 0
+    assert "nothing written (--out DIR keeps results.csv" in capsys.readouterr().out

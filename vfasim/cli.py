@@ -320,9 +320,10 @@ def _hw(args: argparse.Namespace) -> str:
 
         return "\n".join(builtin_names())
     from vfasim.hw import load_hw
+    from vfasim.hw.sources import hw_sources
     from vfasim.report import format_hw
 
-    return format_hw(load_hw(args.name))
+    return format_hw(load_hw(args.name), hw_sources(args.name))
 
 
 def _kernel(args: argparse.Namespace) -> str:

@@ -14,9 +14,9 @@ writer (another ``vfasim sweep`` on the same ``--out``) from working in a folder
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -139,25 +139,48 @@ def _no_date(fmt: str) -> dict:
 def folder_lock(folder: Path, purpose: str) -> Iterator[None]:
     """Hold ``folder``'s lock file while working; a second holder is refused at once, naming the first.
 
-    The lock is an ``flock`` on ``folder/.vfasim.lock``: the kernel drops it when its holder
-    ends, however it ends, so a killed run never leaves the folder locked.
+    The lock is an ``flock`` on ``folder/.vfasim.lock`` (a ``msvcrt`` byte lock on Windows): the
+    operating system drops it when its holder ends, however it ends, so a killed run never leaves
+    the folder locked.
     """
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock(fd)
         except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES, errno.EDEADLK):
                 raise
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
+            holder = _read_at_start(fd).decode(errors="replace").strip() or "another process"
             raise VfasimError(f"{folder} is in use by {holder} ({purpose}); wait for it to end or choose "
                               "another folder") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, f"pid {os.getpid()}".encode())
         yield
     finally:
         os.close(fd)
+
+
+def _lock(fd: int) -> None:
+    """An exclusive lock on ``fd``, without waiting (imported here: ``fcntl`` does not exist on Windows)."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    else:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _read_at_start(fd: int) -> bytes:
+    """What the holder wrote (nothing where its lock keeps others from reading, as on Windows)."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        return os.read(fd, 32)
+    except OSError:
+        return b""
 
 
 def _probe(target: Path, what: str) -> None:

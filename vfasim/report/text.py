@@ -106,9 +106,27 @@ def _checked_lines(num: dict) -> list[str]:
     return lines
 
 
-def format_hw(config: HardwareConfig) -> str:
-    """``vfasim hw show``: the validated config as YAML."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+def format_hw(config: HardwareConfig, sources: dict[str, str] | None = None) -> str:
+    """``vfasim hw show``: the validated config as YAML, each value with its source comment (``hw.sources``);
+    a value no file sets is marked as the model's default."""
+    if sources is None:
+        return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    return "\n".join(_commented(config.model_dump(mode="json"), sources, "", 0)) + "\n"
+
+
+def _commented(doc: dict, sources: dict[str, str], prefix: str, depth: int) -> list[str]:
+    lines = []
+    for key, value in doc.items():
+        path = f"{prefix}{key}"
+        note = sources.get(path, "vfasim default, not set in the file")
+        head = f"{'  ' * depth}{key}:"
+        if isinstance(value, dict) and value:
+            lines.append(head + (f"  # {note}" if note else ""))
+            lines += _commented(value, sources, path + ".", depth + 1)
+        else:
+            text = yaml.safe_dump(value, default_flow_style=True, width=10**6).removesuffix("\n...\n").strip()
+            lines.append(f"{head} {text}" + (f"  # {note}" if note else ""))
+    return lines
 
 
 def format_kernel(kernel: Kernel) -> str:
