@@ -79,7 +79,7 @@ def test_a_missing_extra_is_named_in_one_line(monkeypatch, tmp_path):
     from vfasim.sweep.exec import compute
 
     monkeypatch.setattr(extras, "has", lambda extra: False)
-    with pytest.raises(VfasimError, match=r"^--executor dask needs distributed: pip install 'vfasim\[dask\]'$"):
+    with pytest.raises(VfasimError, match=r"^--executor dask needs the dask extra \(distributed\): pip install 'vfasim\[dask\]'$"):
         list(compute(len, [("x",)], ["t"], "dask", None, "tcp://127.0.0.1:1"))
     import vfasim.sweep.plots as plots
 

@@ -22,7 +22,7 @@ def has(extra: str) -> bool:
 
 def hint(extra: str, feature: str) -> str:
     """One line: what ``feature`` needs and how to install it."""
-    return f"{feature} needs {EXTRAS[extra]}: pip install 'vfasim[{extra}]'"
+    return f"{feature} needs the {extra} extra ({EXTRAS[extra]}): pip install 'vfasim[{extra}]'"
 
 
 def need(extra: str, feature: str) -> None:

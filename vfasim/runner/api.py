@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+import json
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from threadpoolctl import threadpool_limits
 
@@ -22,10 +24,13 @@ from vfasim.runner.prepare import Prepared, checked_numerics, digest, engine_pre
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import simulate, timing_stats
 from vfasim.sim.critical import critical_path
+from vfasim.runner.results import (ChipFigures, CriticalPathSummary, Manifest, Numerics, PolicyFields, RunOptions,
+                                   RunSpec, Shape)
 from vfasim.runner.row import result_row
 from vfasim.runner.spec import run_spec
 
-__all__ = ["DEFAULT_BLOCK", "DEFAULT_KERNEL", "Options", "RunResult", "engine_precision", "run", "run_configs"]
+__all__ = ["DEFAULT_BLOCK", "DEFAULT_KERNEL", "Options", "RunResult", "engine_precision", "run", "run_configs",
+           "to_frame"]
 
 if TYPE_CHECKING:  # pandas loads only when a frame is asked for
     import pandas as pd
@@ -53,13 +58,13 @@ class RunResult:
     bottleneck: str  # the busiest pipeline (or shared issue stream, "vector+exp") by utilisation
     bound: str  # what limits the run, one definition: the chip's bound on a chip, else the bottleneck's role
     ops: dict[str, int]
-    manifest: dict[str, object]
-    numerics: dict[str, object]
-    shape: dict[str, object]
-    options: dict[str, object] = field(default_factory=dict)
-    critical_path: dict[str, object] = field(default_factory=dict)
-    chip: dict[str, object] = field(default_factory=dict)  # chip runs only: cores, waves, bytes, bound, ...
-    spec: dict[str, object] = field(default_factory=dict)  # every input that decides the result (vfasim.runner.spec)
+    manifest: Manifest
+    numerics: Numerics
+    shape: Shape
+    options: RunOptions = field(default_factory=lambda: RunOptions())
+    critical_path: CriticalPathSummary = field(default_factory=lambda: CriticalPathSummary())
+    chip: ChipFigures = field(default_factory=lambda: ChipFigures())  # chip runs only: cores, waves, bytes, bound, ...
+    spec: RunSpec = field(default_factory=lambda: RunSpec())  # every input that decides the result (runner.spec)
 
     def __post_init__(self) -> None:  # read-only all the way down: a digest cannot be edited
         for name in self.__dataclass_fields__:
@@ -72,6 +77,31 @@ class RunResult:
     def to_row(self) -> dict[str, object]:
         """The result as one flat table row (``vfasim.runner.row``): what sweeps tabulate, one column per figure."""
         return result_row(self.to_dict())
+
+    def to_frame(self) -> pd.DataFrame:
+        """The result as a one-row DataFrame of ``to_row``'s columns (``to_frame(results)`` for many)."""
+        return to_frame([self])
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """Strict JSON of ``to_dict`` (non-finite floats as null), what ``vfasim run --json`` prints but its row."""
+        return json.dumps(_finite(self.to_dict()), indent=indent)
+
+
+def to_frame(results: Iterable[RunResult]) -> pd.DataFrame:
+    """One row per result, flat (``RunResult.to_row``): the columns a sweep's table has, no nested dicts."""
+    import pandas as pd
+
+    return pd.DataFrame([r.to_row() for r in results])
+
+
+def _finite(x: object) -> object:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
 
 
 @checked
@@ -114,7 +144,8 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     kernel = _kernel_alias(kernel, kernel_style)
     opts = merged_options(options, option_kwargs)
     described = load_kernel(kernel or DEFAULT_KERNEL) if config.chip is not None else None  # loaded once
-    spec = run_spec(hw, config.name, config.digest(), algo, locals(), asdict(opts), _kernel_spec(kernel, described))
+    spec = cast(RunSpec, run_spec(hw, config.name, config.digest(), algo, locals(), asdict(opts),
+                                  _kernel_spec(kernel, described)))
     if matmul_format is not None:
         config = with_matmul_format(config, matmul_format)
     if described is not None:
@@ -157,14 +188,14 @@ def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *
 
 
 def _spec_of(hw: str | Path | HardwareConfig, config: HardwareConfig, algo: str, schedule: str,
-             run_kwargs: dict[str, Any]) -> dict[str, object]:
+             run_kwargs: dict[str, Any]) -> RunSpec:
     """The spec ``run(hw, algo, schedule=schedule, **run_kwargs)`` would carry."""
     bound = inspect.signature(run.__wrapped__).bind(hw, algo, schedule=schedule, **run_kwargs)  # type: ignore[attr-defined]
     bound.apply_defaults()
     values = {**bound.arguments, **bound.arguments.pop("option_kwargs", {})}
     option_kwargs = {k: values.pop(k) for k in list(values) if k in Options.__dataclass_fields__}
     opts = merged_options(values["options"], option_kwargs)
-    return run_spec(hw, config.name, config.digest(), algo, values, asdict(opts), None)
+    return cast(RunSpec, run_spec(hw, config.name, config.digest(), algo, values, asdict(opts), None))
 
 
 def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
@@ -184,22 +215,22 @@ def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
         events = algorithm_events(trace, timeline, None if result is None else result.above_max)
         events += row_failure_events(trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
         write_chrome_trace(trace_out, chrome_trace(trace, timeline, events, config.clock_ghz, crit.ops, window))
-    manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
-                "workload_digest": prepared.workload_digest, "trace_digest": trace.digest(),
-                "trace_ops": len(trace), "output_digest": None if result is None else digest(result.out),
-                "schedule": schedule}
+    manifest: Manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
+                          "workload_digest": prepared.workload_digest, "trace_digest": trace.digest(),
+                          "trace_ops": len(trace), "output_digest": None if result is None else digest(result.out),
+                          "schedule": schedule}
     return RunResult(
         hw=config.name, algo=algo, workload=prepared.workload, latency_cycles=stats.latency_cycles,
         latency_us=stats.latency_cycles / (config.clock_ghz * 1e3), pipelines=stats.pipelines,
         shares=stats.shares, bottleneck=stats.bottleneck, bound=role_of(stats.bottleneck, config), ops=stats.ops,
         manifest=manifest,
-        numerics=numerics,
+        numerics=cast(Numerics, numerics),
         shape={"seq_len": tiling.seq_len, "kv_len": tiling.kv_len, "head_dim": tiling.head_dim,
                "heads": tiling.heads, "kv_heads": tiling.kv_heads, "block_q": tiling.block_q, "block_k": block_k,
                "causal": causal, "decode": decode},
-        options={"policy": asdict(policy), "lam": opts.lam if policy.skip in ("block", "row") else None,
+        options={"policy": cast(PolicyFields, asdict(policy)), "lam": opts.lam if policy.skip in ("block", "row") else None,
                  "topk": topk_for(opts.topk, tiling.n_kblocks) if policy.skip == "topk" else None},
-        critical_path=crit.to_dict())
+        critical_path=cast(CriticalPathSummary, crit.to_dict()))
 
 
 def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, kernel: Kernel) -> RunResult:

@@ -182,11 +182,11 @@ def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | Non
               heads=row.heads, kv_heads=row.kv_heads, batch=row.batch, decode=row.decode,
               queries=row.seq_len_q if row.decode else 1, kernel=k,
               matmul_format=FORMATS[row.dtype], numerics_heads=0)
-    prepass = int(res.chip["prepass_cycles"])  # type: ignore[call-overload]
+    prepass = int(res.chip["prepass_cycles"])
     cycles = {"all": res.latency_cycles, "main": res.latency_cycles - prepass, "prepass": prepass}[part]
     seconds = cycles / (hw.clock_ghz * 1e9)
     value = row.flops / seconds / 1e12 if row.metric == "tflops" else seconds * 1e6
-    chip: dict = res.chip
+    chip = res.chip
     util = {k: float(v) for k, v in chip["utilization"].items()}
     return Prediction(row, value, str(chip["bound"]), util, int(chip["waves"]), k.name)
 
