@@ -52,6 +52,9 @@ def _add_run_command(run_p: argparse.ArgumentParser) -> None:
     run_p.add_argument("--trace-out", default=None, metavar="FILE",
                        help="also write a Chrome/Perfetto trace (JSON) of the timeline to FILE ('-': standard "
                             "output, the report then goes to standard error)")
+    run_p.add_argument("--roofline-out", default=None, metavar="FILE",
+                       help="chip runs: also draw the run against the chip's rooflines to FILE (.png or .svg); the "
+                            "numbers are in --json under chip.roofline")
     run_p.add_argument("--trace-window", default=None, type=_cycle_window, metavar="START:END",
                        help="with --trace-out: only the ops that overlap cycles [START, END)")
     run_p.add_argument("--spec", default=None, metavar="FILE",
@@ -351,6 +354,8 @@ def _run(args: argparse.Namespace) -> tuple[str, int]:
                                                       "block_k": args.block_k or DEFAULT_BLOCK})
         return (frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)), 0
     progress = not args.quiet and sys.stderr.isatty()
+    if args.roofline_out is not None:
+        _check_roofline_target(args)
     if args.spec is not None:
         result = run(**_replayed(args), trace_out=args.trace_out, trace_window=args.trace_window, progress=progress,
                      cache=args.cache)
@@ -368,8 +373,25 @@ def _run(args: argparse.Namespace) -> tuple[str, int]:
         doc["validation"] = _coverage(doc)
         if not doc["validation"]["inside"] and not args.json:
             print(f"note: {doc['validation']['note']}", file=sys.stderr)
+    if args.roofline_out is not None:
+        from vfasim.report.roofline_plot import write_roofline
+
+        write_roofline(args.roofline_out, doc["chip"]["roofline"], f"{doc['hw']}, kernel {doc['options']['kernel']}, "
+                       f"algo {doc['algo']}")
     broken = args.check and doc["numerics"].get("verdict") == "broken"
     return (to_json({**doc, "row": result.to_row()}) if args.json else format_run(doc)), EXIT_BROKEN if broken else 0
+
+
+def _check_roofline_target(args: argparse.Namespace) -> None:
+    """--roofline-out: a .png or .svg file that may be written, on a config with a chip section."""
+    from vfasim.hw import load_hw
+    from vfasim.io.outputs import check_file_target
+
+    if Path(args.roofline_out).suffix not in (".png", ".svg"):
+        raise VfasimError(f"--roofline-out {args.roofline_out}: give a .png or .svg file")
+    if args.spec is None and load_hw(args.hw).chip is None:
+        raise VfasimError(f"--roofline-out applies to chip runs; {args.hw} has no chip section (e.g. --hw H100-SXM)")
+    check_file_target(args.roofline_out, "roofline file")
 
 
 def _coverage(doc: dict) -> dict:
@@ -384,7 +406,7 @@ def _coverage(doc: dict) -> dict:
 
 
 #: options of vfasim run that choose outputs, not the run: allowed beside --spec
-OUTPUT_OPTIONS = ("spec", "trace_out", "trace_window", "json", "quiet", "check", "command", "cache")
+OUTPUT_OPTIONS = ("spec", "trace_out", "trace_window", "roofline_out", "json", "quiet", "check", "command", "cache")
 
 
 def _replayed(args: argparse.Namespace) -> dict:

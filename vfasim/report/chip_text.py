@@ -21,6 +21,7 @@ def format_chip_run(doc: dict) -> str:
         f"L2 hits {chip['l2_bytes'] / 1e6:,.1f} MB (L2 port {chip['achieved_l2_tbps']:.2f} TB/s)"),
         "util      " + "  ".join(f"{k} {v:6.1%}" for k, v in chip["utilization"].items()),
         "units bound by  " + "  ".join(f"{k} {v:,}" for k, v in chip["unit_bounds"].items()),
+        _roofline(chip["roofline"]),
         "",
         f"{'pipeline':<10}{'busy cycles':>16}{'util':>8}",
         *(f"{n:<10}{p['busy_cycles']:>16,}{p['utilization']:>8.1%}" for n, p in doc["pipelines"].items()),
@@ -36,3 +37,10 @@ def format_chip_run(doc: dict) -> str:
     lines.append(f"trace {doc['manifest']['trace_digest'][:16]} ({doc['manifest']['trace_scope']})  "
                  f"hw {doc['manifest']['hw_digest']}")
     return "\n".join(lines)
+
+
+def _roofline(line: dict) -> str:
+    """Each resource's ceiling on the kernel's TFLOP/s, lowest first, and how close the run comes to it."""
+    ceilings = sorted(line["ceilings_tflops"].items(), key=lambda kv: kv[1])
+    return (f"roofline  {100 * line['achieved_fraction']:.0f}% of the {line['bound']} ceiling; ceilings (TFLOP/s) "
+            + "  ".join(f"{k} {v:,.0f}" for k, v in ceilings))

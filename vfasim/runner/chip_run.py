@@ -28,6 +28,7 @@ from vfasim import __version__
 from vfasim.chip.fluid import POLICIES
 from vfasim.chip.run import ChipResult, Geometry, representative_heads, simulate_chip, unit_bound_counts
 from vfasim.chip.occupancy import TileShape
+from vfasim.chip.roofline import roofline
 from vfasim.errors import VfasimError
 from vfasim.formats import format_class
 from vfasim.functional import Policy, Precision, Tiling, policy_for, run_engine
@@ -261,4 +262,5 @@ def chip_summary(res: ChipResult, config: HardwareConfig, kernel: str, dispatch:
         "utilization": {k.removeprefix("class_"): v for k, v in res.utilization.items() if k.startswith("class_")},
         "unit_bounds": unit_bound_counts(res.times),
         "numerics_heads": used,
+        "roofline": roofline(res, config),
     }

@@ -151,6 +151,19 @@ class ChipFigures(TypedDict, total=False):
     utilization: dict[str, float]
     unit_bounds: dict[str, int]
     numerics_heads: Sequence[int]
+    roofline: Roofline
+
+
+class Roofline(TypedDict, total=False):
+    """A chip run against the chip's rooflines (``vfasim.chip.roofline``)."""
+
+    tflops: float
+    intensity_flop_per_hbm_byte: float | None
+    intensity_flop_per_l2_byte: float | None
+    peak_tbps: dict[str, float]
+    ceilings_tflops: dict[str, float]
+    bound: str
+    achieved_fraction: float
 
 
 class RunSpec(TypedDict, total=False):
