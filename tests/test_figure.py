@@ -154,3 +154,17 @@ def test_the_experiment_quotes_the_claims_the_package_reads():
     root = Path(__file__).resolve().parents[1]
     assert (root / "experiments/latency_ratio/paper_claims.csv").read_text() == \
         (root / "vfasim/data/paper_claims.csv").read_text()
+
+
+def test_the_figures_panels_share_one_scale_and_draw_what_was_asked(result):
+    from vfasim.report.figure_plot import latency_ratio_figure
+
+    bars, implied, curve, _ = latency_ratio_figure(result).axes
+    assert bars.get_ylim() == implied.get_ylim() and implied.get_ylabel() == bars.get_ylabel() != ""
+    names = [t.get_text() for t in bars.get_xticklabels()]
+    assert not any("fa4" in n for n in names)  # the paper's bars only
+    with_fa4 = replace(result, emulation={("C16V32", "fa4+emul"): 0.0})  # as --fa4 leaves it
+    names = [t.get_text() for t in latency_ratio_figure(with_fa4).axes[0].get_xticklabels()]
+    assert any(n.endswith("fa4") for n in names)
+    sequence = latency_ratio_figure(replace(result, granularity="sequence")).axes[2]
+    assert "the sequence run" in sequence.get_title() and "block granularity" in curve.get_title()

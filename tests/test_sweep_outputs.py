@@ -99,3 +99,28 @@ def test_sweep_plot_legend_is_outside_and_a_not_applicable_series_is_one_line():
     labels = [t.get_text() for t in legend.get_texts()]
     assert labels == ["C4V16 a0 (x n/a)", "C4V16 a1", "C4V16 a2"] and ax.get_title() == "every point exp-bound"
     assert [tick.get_text() for tick in ax.get_xticklabels()] == ["1", "2"]  # n/a takes no place on the x axis
+
+
+def test_validate_scatter_names_chips_once_prints_its_mape_and_plain_ticks():
+    import dataclasses
+
+    from vfasim.validate import FIT_SEQ_LENS, Prediction, load_rows
+    from vfasim.validate.report import scatter_figure
+
+    base = next(r for r in load_rows() if r.metric == "latency_us" and not r.heldout_always)
+    rows = [dataclasses.replace(base, chip=chip, value=v, seq_len=seq)
+            for chip, v, seq in (("H100-SXM5-80GB", 300.0, FIT_SEQ_LENS[0]), ("H100", 410.0, 3),
+                                 ("H200", 520.0, 3), ("H200", 2000.0, FIT_SEQ_LENS[0]))]
+    preds = [Prediction(r, r.value * f, "tensor", {}, 1) for r, f in zip(rows, (1.1, 0.8, 1.0, 1.3))]
+    fig = scatter_figure(preds)
+    [ax], [legend] = fig.axes, fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert "H100-SXM" in labels and not any("SXM5" in t for t in labels)  # one name per chip: its config's
+    assert [t.get_text() for t in ax.texts] == ["MAPE 20.0% on 2 fit rows\nMAPE 10.0% on 2 held-out rows"]
+    FigureCanvasAgg(fig).draw()
+    for axis in (ax.xaxis, ax.yaxis):
+        ticks = [t for t in axis.get_majorticklabels() if t.get_text()]
+        assert ticks and all("10^" not in t.get_text() and "times" not in t.get_text() for t in ticks)
+        boxes = [t.get_window_extent() for t in ticks]
+        assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))  # no "3×10²4×10²"
+    assert not _extent(fig, legend).overlaps(_extent(fig, ax))

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from vfasim.figure import LatencyRatio
 
 COLORS = {"tensor": "#4c72b0", "vector": "#dd8452", "exp": "#55a868"}
+CROWDED = 14  # more bars than this: upright one-line labels
+YLABEL = "stacked busy time (= latency only if nothing overlaps)\nFA tensor on C16V32 = 1"
 SHORT_CLASS = {"impossible in any fixed-schedule model": "impossible (any model)",
                "impossible with plausible costs": "impossible (plausible costs)",
                "met only under another reading": "met under another reading",
@@ -31,16 +33,24 @@ SHORT_CLASS = {"impossible in any fixed-schedule model": "impossible (any model)
 
 def plot_latency_ratio(result: LatencyRatio, out: Path, stem: str = "latency_ratio") -> list[Path]:
     """PNG + SVG of the four panels and the caption line."""
+    fig = latency_ratio_figure(result)
+    out.mkdir(parents=True, exist_ok=True)
+    return save_figure(fig, [out / f"{stem}.{ext}" for ext in ("png", "svg")], dpi=110)
+
+
+def latency_ratio_figure(result: LatencyRatio) -> Figure:
+    """The four panels and the caption line."""
     fig = Figure(figsize=(15, 9.5))  # no pyplot: no global backend or state
     grid = fig.add_gridspec(2, 3, height_ratios=(1.25, 1), width_ratios=(2.2, 1, 1.2))
-    _bars(fig.add_subplot(grid[0, :2]), result)
-    _implied(fig.add_subplot(grid[0, 2]), result)
+    bars = fig.add_subplot(grid[0, :2])
+    implied = fig.add_subplot(grid[0, 2], sharey=bars)  # one quantity, one scale
+    top = max(_bars(bars, result), _implied(implied, result))
+    bars.set_ylim(0, top * 1.25)
     _curve(fig.add_subplot(grid[1, 0]), result)
     _claims(fig.add_subplot(grid[1, 1:]), result)
     fig.text(0.01, 0.005, caption(result), fontsize=7.5, va="bottom", wrap=True)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    out.mkdir(parents=True, exist_ok=True)
-    return save_figure(fig, [out / f"{stem}.{ext}" for ext in ("png", "svg")], dpi=110)
+    return fig
 
 
 def caption(result: LatencyRatio) -> str:
@@ -54,8 +64,11 @@ def _cell(result: LatencyRatio, rows: list[dict]) -> list[dict]:
     return [r for r in rows if (r["granularity"], r["head_dim"]) == (result.granularity, result.head_dim)]
 
 
-def _bars(ax: Axes, result: LatencyRatio) -> None:
-    bars = [r for r in _cell(result, result.rows) if r["algo"] != "fa4"]
+def _bars(ax: Axes, result: LatencyRatio) -> float:
+    """The bars of ``result``'s cell; returns the tallest stack. Plain FA4 is drawn when the FA4 variants were
+    asked for (``--fa4``: ``result.emulation`` is filled); they are measured at block granularity only."""
+    with_fa4 = bool(result.emulation)
+    bars = [r for r in _cell(result, result.rows) if r["algo"] != "fa4" or with_fa4]
     share_claims = {(c["_hw"], c["_algo"]): c for c in _cell(result, result.claims) if c["kind"] == "share"}
     x = range(len(bars))
     bottom = [0.0] * len(bars)
@@ -69,26 +82,31 @@ def _bars(ax: Axes, result: LatencyRatio) -> None:
         bottom = [b + h for b, h in zip(bottom, heights)]
     ax.scatter(x, [r["overlapped"] for r in bars], marker="D", s=18, color="black", zorder=3,
                label="overlapped latency (pipelined schedule)")
+    crowded = len(bars) > CROWDED  # --fa4: labels upright, one line each, so neighbours do not overprint
     for i, r in enumerate(bars):
-        text = f"v {r['vector_share']:.0%}"
+        text = f"{r['vector_share']:.0%}" if crowded else f"v {r['vector_share']:.0%}"
         claim = share_claims.get((r["hw"], r["algo"]))
         if claim:
-            text += f"\npaper {claim['paper_value']:.0%}" + ("" if claim["met"] else " ✗")
-        ax.text(i, bottom[i] * 1.01, text, ha="center", va="bottom", fontsize=6.5)
-    names = [f"{r['hw']}\n{r['algo']}" + (f" {r['exp_emulation']:.0%}" if "emul" in r["algo"] else "") for r in bars]
-    ax.set_xticks(list(x), names, fontsize=6.5, rotation=35, ha="right")
-    ax.set_ylabel("stacked busy time (= latency only if nothing overlaps)\nFA tensor on C16V32 = 1", fontsize=8)
-    ax.set_ylim(0, max(bottom) * 1.22)
-    ax.set_title("Figure 1 rebuilt: busy time per pipeline class; hatched = vector share outside ±3 points",
-                 fontsize=9)
+            text += f"\np {claim['paper_value']:.0%}" + ("" if claim["met"] else "✗")
+        ax.text(i, bottom[i] * 1.01, text, ha="center", va="bottom", fontsize=5.5 if crowded else 6.5)
+    sep = " " if crowded else "\n"
+    names = [f"{r['hw']}{sep}{r['algo']}" + (f" {r['exp_emulation']:.0%}" if "emul" in r["algo"] else "")
+             for r in bars]
+    ax.set_xticks(list(x), names, fontsize=6.5, rotation=90 if crowded else 35, ha="center" if crowded else "right")
+    ax.set_ylabel(YLABEL, fontsize=8)
+    no_fa4 = with_fa4 and not any(r["algo"].startswith("fa4") for r in bars)
+    ax.set_title("Figure 1 rebuilt: busy time per pipeline class; hatched = vector share outside ±3 points"
+                 + ("\n(the FA4 variants are measured at block granularity only)" if no_fa4 else ""), fontsize=9)
     ax.legend(fontsize=7, loc="upper right", ncol=2)
+    return max(bottom)
 
 
 def _hatch(claim: dict | None) -> str:
     return "///" if claim is not None and not claim["met"] else ""
 
 
-def _implied(ax: Axes, result: LatencyRatio) -> None:
+def _implied(ax: Axes, result: LatencyRatio) -> float:
+    """The bars the quoted shares imply, on the main bars' scale; returns the tallest stack."""
     rows = result.implied
     bottom = [0.0] * len(rows)
     for cls, color in COLORS.items():
@@ -101,9 +119,10 @@ def _implied(ax: Axes, result: LatencyRatio) -> None:
             text += f"\n∞ exp ×{r['stacked_unbounded_exp']:.2f}"
         ax.text(i, bottom[i] * 1.01, text, ha="center", va="bottom", fontsize=6.5)
     ax.set_xticks(range(len(rows)), [f"{r['hw']}\n{r['algo']}" for r in rows], fontsize=6.5, rotation=35, ha="right")
-    ax.set_ylim(0, max(bottom) * 1.25)
-    ax.set_title(f"What the quoted shares imply (head dim {result.head_dim}):\nV = s/(1-s)·(T+E); ×speedup vs VFA "
-                 "on C16V32, stacked", fontsize=8)
+    ax.set_ylabel(YLABEL, fontsize=8)
+    ax.set_title(f"What the quoted shares imply (block, head dim {result.head_dim}):\nV = s/(1-s)·(T+E); "
+                 "×speedup vs VFA on C16V32, stacked", fontsize=8)
+    return max(bottom)
 
 
 def _curve(ax: Axes, result: LatencyRatio) -> None:
@@ -115,13 +134,18 @@ def _curve(ax: Axes, result: LatencyRatio) -> None:
               "overlapped_vs_fa_c16v32": (":", "overlapped, vs FA C16V32")}
     for key, (style, name) in styles.items():
         ax.plot(xs, [r[key] for r in rows], style, marker="o", markersize=3, label=name)
+    sequence = [r for r in result.curve if (r["granularity"], r["head_dim"]) == ("sequence", result.head_dim)]
+    if result.granularity == "sequence" and sequence:  # the sequence run is measured at unbounded exp only
+        ax.plot([256.0] * len(sequence), [r["stacked_vs_vfa_c16v32"] for r in sequence], "*", ms=11, color="black",
+                label="sequence run, stacked vs VFA C16V32 (∞ exp only)")
     ax.axhspan(6 * 0.85, 6 * 1.15, color="grey", alpha=0.2, label="P7: 6× ±15%")
     ax.axvline(2, color="grey", lw=0.8)
     ax.set_xscale("log", base=2)
     ax.set_xticks([1, 2, 4, 8, 16, 64, 256], ["1", "2\n(2xexp)", "4", "8", "16", "64", "∞"], fontsize=7)
     ax.set_xlabel("exp16 rate × (C4V16, block granularity)", fontsize=8)
     ax.set_ylabel("VFA speedup on C4V16", fontsize=8)
-    ax.set_title("P7: the exp-scale curve", fontsize=9)
+    ax.set_title("P7: the exp-scale curve (block granularity" + ("; the sequence run: ∞ exp only)"
+                 if result.granularity == "sequence" else ")"), fontsize=9)
     ax.legend(fontsize=6.5)
 
 

@@ -13,8 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from vfasim.validate import CHIPS
 
 if TYPE_CHECKING:
     from vfasim.validate.calibrate import Group
@@ -23,6 +29,7 @@ if TYPE_CHECKING:
 CHIP_COLORS = {"H100-SXM": "#4c72b0", "H200": "#55a868", "B200": "#c44e52", "B300": "#8172b2",
                "Ascend-910B": "#dd8452"}
 KERNEL_MARKERS = {"fa2": "o", "fa3": "s", "pto_manual_fa": "D", "pto_jit_flash": "^"}  # fp8 rows: "v"
+OTHER_MARKERS = ("P", "*", "X", "h", "<", ">", "p", "d")  # filled markers (hollow ones show their edge) for the rest
 
 
 def _mape(preds: list[Prediction]) -> float | None:
@@ -133,42 +140,71 @@ def _ratio_lines(ratios: list[dict]) -> list[str]:
 
 def write_scatter(groups: list[Group], out: Path) -> list[Path]:
     """Predicted vs measured on log axes with y = x, one panel per quantity; PNG + SVG, atomically."""
-    preds = [p for g in groups for p in g.fit + g.heldout]
-    panels = [(m, [p for p in preds if p.row.metric == m]) for m in ("tflops", "latency_us")]
-    panels = [(m, ps) for m, ps in panels if ps]
-    fig = Figure(figsize=(5.5 * max(len(panels), 1), 5.2))
-    for i, (metric, ps) in enumerate(panels):
-        _panel(fig.add_subplot(1, len(panels), i + 1), metric, ps)
-    fig.tight_layout()
+    fig = scatter_figure([p for g in groups for p in g.fit + g.heldout])
     out.mkdir(parents=True, exist_ok=True)
     return [_save_atomic(fig, out / f"validate_scatter.{ext}") for ext in ("png", "svg")]
 
 
+def scatter_figure(preds: list[Prediction]) -> Figure:
+    """One panel per quantity (TFLOP/s, latency), one legend for both outside them."""
+    panels = [(m, [p for p in preds if p.row.metric == m]) for m in ("tflops", "latency_us")]
+    panels = [(m, ps) for m, ps in panels if ps]
+    fig = Figure(figsize=(5.2 * max(len(panels), 1) + 2.4, 5.2), layout="constrained")
+    for i, (metric, ps) in enumerate(panels):
+        _panel(fig.add_subplot(1, len(panels), i + 1), metric, ps)
+    if preds:
+        fig.legend(handles=_legend_handles(preds), loc="outside right upper", fontsize=7)
+    return fig
+
+
 def _panel(ax: Axes, metric: str, ps: list[Prediction]) -> None:
+    """One quantity: colour = chip (by its config name), marker = kernel (fp8 rows "v"), filled = fit rows;
+    the MAPE of the fit and held-out rows written on the panel, ticks as plain numbers."""
     meas = np.array([p.row.value for p in ps])
     pred = np.array([p.predicted for p in ps])
     lo, hi = min(meas.min(), pred.min()) / 1.3, max(meas.max(), pred.max()) * 1.3
-    ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="y = x")
-    ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="0.85", label="±10%")
-    seen = set()
+    ax.plot([lo, hi], [lo, hi], color="black", lw=1)
+    ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="0.85")
+    markers = _markers(ps)
     for p in ps:
-        chip = p.row.chip
-        label = f"{chip} {p.row.kernel} {p.row.dtype}"
-        color = next((c for k, c in CHIP_COLORS.items() if chip.startswith(k.split("-")[0])), "0.3")
-        marker = "v" if p.row.dtype.startswith("fp8") else KERNEL_MARKERS.get(p.row.kernel, "x")
-        ax.scatter(p.row.value, p.predicted, marker=marker, s=22,
-                   facecolors=color if p.row.fit else "none", edgecolors=color,
-                   label=None if label in seen else label)
-        seen.add(label)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
+        color = CHIP_COLORS.get(CHIPS.get(p.row.chip, p.row.chip), "0.3")
+        ax.scatter(p.row.value, p.predicted, marker=markers[_marker_key(p)], s=24,
+                   facecolors=color if p.row.fit else "none", edgecolors=color, linewidths=1.1)
+    fit, held = [p for p in ps if p.row.fit], [p for p in ps if not p.row.fit]
+    ax.text(0.03, 0.97, "\n".join(f"MAPE {_pct(_mape(rows))} on {len(rows)} {what}" for rows, what in
+                                  ((fit, "fit rows"), (held, "held-out rows")) if rows),
+            transform=ax.transAxes, va="top", fontsize=8, bbox={"facecolor": "white", "edgecolor": "0.7"})
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi))  # the scale first: it resets the ticks
+    for axis in (ax.xaxis, ax.yaxis):  # 1-2-5 ticks as plain numbers: no "3×10²4×10²" collisions
+        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
     unit = "forward TFLOP/s" if metric == "tflops" else "latency (us)"
     ax.set_xlabel(f"measured {unit}")
     ax.set_ylabel(f"model {unit}")
-    ax.set_title(f"{unit}: filled = fit rows, hollow = held out", fontsize=9)
-    ax.legend(fontsize=6, loc="upper left")
+    ax.set_title(unit, fontsize=10)
+
+
+def _marker_key(p: Prediction) -> str:
+    return "fp8" if p.row.dtype.startswith("fp8") else p.row.kernel
+
+
+def _markers(ps: Iterable[Prediction]) -> dict[str, str]:
+    """Marker per kernel (fp8 rows of any kernel "v"): the fixed ones, then the rest in name order."""
+    keys = sorted({_marker_key(p) for p in ps})
+    rest = iter(OTHER_MARKERS * 4)
+    return {k: "v" if k == "fp8" else KERNEL_MARKERS.get(k) or next(rest) for k in keys}
+
+
+def _legend_handles(ps: list[Prediction]) -> list[Artist]:
+    """Chips by colour, kernels by marker, fit rows filled: one legend for every panel."""
+    chips = sorted({CHIPS.get(p.row.chip, p.row.chip) for p in ps})
+    handles: list[Artist] = [Line2D([], [], color="black", lw=1, label="y = x"), Patch(color="0.85", label="±10%")]
+    handles += [Line2D([], [], ls="", marker="o", color=CHIP_COLORS.get(c, "0.3"), label=c) for c in chips]
+    handles += [Line2D([], [], ls="", marker=m, color="black", mfc="none", label="fp8 (any kernel)" if k == "fp8" else k)
+                for k, m in _markers(ps).items()]
+    return handles + [Line2D([], [], ls="", marker="o", color="0.4", label="filled: fit rows"),
+                      Line2D([], [], ls="", marker="o", color="0.4", mfc="none", label="hollow: held out")]
 
 
 def _save_atomic(fig: Figure, path: Path) -> Path:
