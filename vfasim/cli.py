@@ -269,14 +269,14 @@ def _add_sweep(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(next((a for a in argv if not a.startswith("-")), ""))  # the first word is the command
-    if not argv:
-        print(parser.format_usage().rstrip(), file=sys.stderr)
-        print("error: choose a command (vfasim --help describes them)", file=sys.stderr)
-        return EXIT_BAD_INPUT
     try:
         with interrupt.handled(), warnings.catch_warnings():
             warnings.showwarning = _one_line_warning
+            parser = build_parser(next((a for a in argv if not a.startswith("-")), ""))  # the first word: command
+            if not argv:
+                print(parser.format_usage().rstrip(), file=sys.stderr)
+                print("error: choose a command (vfasim --help describes them)", file=sys.stderr)
+                return EXIT_BAD_INPUT
             args = parser.parse_args(argv)
             text, status = _dispatch(args)
             to_stderr = str(getattr(args, "trace_out", None)) == "-"  # standard output holds the trace
