@@ -119,3 +119,36 @@ def run_profile(add, log, kernels=("sdpa_flash", "sdpa_cudnn")) -> None:
                 + "; ".join(f"{e.key[:40]} {e.device_time_total / calls:.1f}us" for e in prof.key_averages()
                             if e.device_type.name == "CUDA"))
         del q, k, v
+
+
+@triton.jit(do_not_specialize=["ITERS"])
+def _stream_kernel(X, OUT, ITERS, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """Each program sums its own contiguous region, one [ROWS, COLS] fp16 tile per step (Triton pipelines the loads
+    over num_stages, as its attention kernels do)."""
+    pid = tl.program_id(0)
+    base = X + pid.to(tl.int64) * ITERS * ROWS * COLS
+    offs = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
+    acc = tl.zeros([ROWS, COLS], dtype=tl.float32)
+    for i in tl.range(0, ITERS, num_stages=3):
+        acc += tl.load(base + i * ROWS * COLS + offs).to(tl.float32)
+    tl.store(OUT + pid * ROWS * COLS + offs, acc)
+
+
+def run_stream(add, timer, log) -> None:
+    """Streaming bandwidth of one CTA (and of a few): ``programs`` CTAs of 4 warps each read 32 MiB of their own
+    (cold L2) in 64 x 128 fp16 tiles, 3 stages; GB/s per CTA = bytes per CTA / kernel time."""
+    rows, cols, per = 64, 128, 32 << 20
+    iters = per // (rows * cols * 2)
+    for programs in (1, 4, 16, 66, 132):
+        x = torch.empty(programs * per // 2, device="cuda", dtype=torch.float16).normal_()
+        out = torch.empty(programs * rows * cols, device="cuda", dtype=torch.float32)
+        fn = lambda: _stream_kernel[(programs,)](x, out, iters, ROWS=rows, COLS=cols, num_warps=4)  # noqa: E731
+        fn()
+        t = timer.time(fn, reps=10)
+        gbps = per / (t.median_us * 1e-6) / 1e9
+        add(f"cta_stream_gbps_{programs}cta", gbps, "GB/s per CTA",
+            f"{programs} CTAs of 4 warps, each summing its own 32 MiB (L2 flushed) in 64x128 fp16 tiles, "
+            f"tl.range num_stages=3; bytes per CTA / kernel median ({t.median_us:.0f} us, {t.reps} reps); "
+            f"all CTAs together {gbps * programs:.0f} GB/s")
+        log(f"stream {programs} CTAs: {gbps:.1f} GB/s per CTA, {gbps * programs:.0f} GB/s in all")
+        del x, out

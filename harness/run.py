@@ -146,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
             tables["micro"].flush()
         if "latency" in phases:
             try:
-                from harness.latency import run_latency
+                from harness.latency import run_latency, run_stream
                 run_latency(add_micro, a.quick, log)
+                run_stream(add_micro, timer, log)
             except Exception as e:  # noqa: BLE001
                 log(f"latency phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
             tables["micro"].flush()

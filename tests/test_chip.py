@@ -335,3 +335,25 @@ def test_a_shared_exp_and_vector_stream_bounds_head_dim_64_on_h100():
     doc["pipelines"]["exp"]["shares_issue_with"] = None  # separate streams: the same run is faster
     separate = vfasim.run(HardwareConfig.model_validate(doc), "fa2", **kw).chip
     assert separate["latency_cycles"] < chip["latency_cycles"] and "vector+exp" not in separate["utilization"]
+
+
+def test_a_units_own_hbm_stream_caps_its_speed_before_the_shared_port():
+    from vfasim.chip.fluid import Ports, waterfill
+
+    d_hbm, d_l2 = np.array([10.0, 1.0]), np.zeros(2)
+    x, state = waterfill(d_hbm, d_l2, Ports(l2=None, hbm=100.0, unit_hbm=2.0))
+    assert x.tolist() == [0.2, 1.0] and state.tolist() == [3, 0]  # 3: held by its own loads in flight
+    x, state = waterfill(np.array([10.0, 10.0]), d_l2, Ports(l2=None, hbm=2.5, unit_hbm=2.0))
+    assert x.tolist() == [0.125, 0.125] and state.tolist() == [2, 2]  # the shared port binds first
+    plain = waterfill(d_hbm, d_l2, Ports(l2=None, hbm=100.0))
+    assert plain[0].tolist() == [1.0, 1.0]
+
+
+def test_a_lone_cta_streams_kv_at_the_measured_per_cta_rate():
+    # cuDNN's 4-query decode runs unsplit: one CTA per query head, each streaming its K/V at H100's measured
+    # 45.9 GB/s per CTA (validation/gpu_h100_2026_11_latency), far below the HBM port
+    r = vfasim.run("H100-SXM", "fa2", kernel="cudnn", seq_len=65536, heads=2, kv_heads=2, batch=1, decode=True,
+                   queries=4, causal=False)
+    kv_bytes = 65536 * 128 * 2 * 2  # one head's K and V
+    assert r.chip["splits"] == 1 and r.chip["unit_bounds"]["latency"] == 2
+    assert kv_bytes / 45.9e3 < r.chip["latency_us"] < kv_bytes / 45.9e3 * 1.1

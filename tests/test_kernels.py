@@ -15,7 +15,7 @@ from vfasim.hw import builtin_names, load_hw
 from vfasim.kernel import WaveSplit, builtin_kernel_names, load_kernel
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
-SHIPPED = ("ascend-pto", "fa2", "fa3", "fa4", "splitkv-decode", "triton")
+SHIPPED = ("ascend-pto", "cudnn", "fa2", "fa3", "fa4", "splitkv-decode", "triton")
 
 
 def test_the_shipped_kernels_are_listed():

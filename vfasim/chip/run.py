@@ -52,7 +52,7 @@ from vfasim.chip.units import (
     split_count,
 )
 from vfasim.errors import VfasimError
-from vfasim.hw.chip import ChipSpec, CoreLimits, KernelTuning
+from vfasim.hw.chip import BYTES_PER_GB, ChipSpec, CoreLimits, KernelTuning
 from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.kernel import Kernel, TileRule
 from vfasim.sim import op_cycles
@@ -226,7 +226,8 @@ def representative_heads(group: int) -> int:
 def _ports(chip: ChipSpec, clock_ghz: float) -> Ports:
     l2 = chip.bytes_per_cycle(chip.l2, clock_ghz) if chip.l2 is not None else None
     hbm = chip.bytes_per_cycle(chip.hbm, clock_ghz) if chip.hbm is not None else None
-    return Ports(l2=l2, hbm=hbm)
+    unit = chip.hbm.per_unit_gb_per_s if chip.hbm is not None else None
+    return Ports(l2=l2, hbm=hbm, unit_hbm=unit * BYTES_PER_GB / (clock_ghz * 1e9) if unit else None)
 
 
 def _main_launch(launch: Launch, timer: UnitTimer, plan: _Plan, policy: str, geo: Geometry) -> LaunchTimes:
@@ -256,7 +257,8 @@ def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float, kernel: Ke
     vec = next(p for p in hw.pipelines.values() if p.role == "vector")
     step = np.ceil(2 * rows * shape.head_dim / vec.throughput[hw.precision.vector])
     lat = memory.latency_cycles
-    cycles = vec.startup_cycles + vec.issue_overhead_cycles + splits * (lat + step)
+    chain = kernel.decode is None or kernel.decode.combine_reads == "per_split"
+    cycles = vec.startup_cycles + vec.issue_overhead_cycles + splits * step + (splits if chain else 1) * lat
     partial = splits * rows * (shape.head_dim + 1) * 4.0
     out = rows * shape.head_dim * (4 if hw.precision.vector == "float32" else 2)
     valid = geo.rows or geo.n_qblocks * shape.block_q

@@ -38,6 +38,9 @@ class _Strict(BaseModel):
 class MemorySpec(_Strict):
     bandwidth_gb_per_s: float = Field(gt=0, description="Sustained bandwidth shared by all cores, GB/s (1e9 B)")
     latency_cycles: int = Field(ge=0, description="Exposed latency of a unit's first access, core cycles")
+    per_unit_gb_per_s: float | None = Field(
+        default=None, gt=0, description="The most one work unit (a CTA) streams from this memory on its own, GB/s: "
+                                        "its loads in flight over the latency (Little's law); absent: no limit")
 
 
 class L2Spec(MemorySpec):

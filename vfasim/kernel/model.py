@@ -121,6 +121,11 @@ class DecodeRule(_Strict):
                                       "table) or main (the kernel's prefill tiles: its source runs its main kernel)")
     pack_gqa: bool = Field(description="One query token: the query heads of a GQA group share one tile and read "
                                        "their K/V once")
+    max_queries: int | None = Field(default=None, gt=0, description="The split-KV path runs only for decode steps of "
+                                    "at most this many queries; more run the main kernel, unsplit; absent: any")
+    combine_reads: Literal["per_split", "parallel"] = Field(
+        default="per_split", description="per_split: a combine CTA reads the splits' partials one dependent round "
+                                         "trip each (FA2's loop over splits); parallel: all at once, one round trip")
     combine_rows: list[CombineRows] = Field(
         default_factory=lambda: [CombineRows(rows=4, source="assumed, because the description gives none: "
                                                           "FA2's combine figure at head dim 128")],
@@ -211,7 +216,8 @@ class Kernel(_Strict):
                                                  else f" (no {fmt} tiles)"))
 
     def streams_per_cta(self, rule: TileRule) -> int:
-        return rule.block_q // (self.stream_rows or rule.block_q)
+        """Tile streams of a CTA with this tile; a tile of no more rows than one stream's is one stream."""
+        return rule.block_q // min(self.stream_rows or rule.block_q, rule.block_q)
 
     def runs_on(self, chip: str, builtin_chips: list[str]) -> bool:
         """True unless ``chip`` is a built-in chip missing from ``targets`` (a config of one's own runs any kernel)."""

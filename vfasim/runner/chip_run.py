@@ -63,7 +63,8 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     packs = decode and queries == 1 and k.decode is not None and k.decode.pack_gqa
     group = heads // kv_heads if packs else 1  # query heads packed into one tile
     splits, split_tiles = kernel_splits(k, config, head_dim, causal, decode, batch * heads // group,
-                                        group if packs else n_q, seq_len, block_q is None and block_k is None)
+                                        group if packs else n_q, seq_len, block_q is None and block_k is None,
+                                        n_q)
     rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, split_tiles, block_q, block_k)
     tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
     t = Tiling(*tiling_args, heads, kv_heads)
@@ -103,14 +104,18 @@ def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics
 
 
 def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: bool, decode: bool,
-                  batch_heads: int, rows: int, kv_len: int, own_tiles: bool) -> tuple[int, bool]:
+                  batch_heads: int, rows: int, kv_len: int, own_tiles: bool, queries: int) -> tuple[int, bool]:
     """(splits, split tiles): the splits of the K/V its own rule picks (0: the chip model picks them, as
     ``fill_slots`` or ``none`` say) and whether the launch runs the kernel's split-KV (decode) tiles.
 
     A ``wave_efficiency`` rule decides on the kernel's own tiles (not on blocks a user gave) and, where the rule
-    says so, in prefill too; a launch of one split runs the tiles ``one_split_tiles`` names.
+    says so, in prefill too; a launch of one split runs the tiles ``one_split_tiles`` names. A decode step of more
+    queries than the path's ``max_queries`` runs the main kernel, unsplit.
     """
     rule = kernel.decode.split_kv if kernel.decode is not None else "none"
+    limit = kernel.decode.max_queries if kernel.decode is not None else None
+    if decode and limit is not None and queries > limit and own_tiles:
+        return 1, False  # the kernel's main path: its prefill tiles, one split
     if not isinstance(rule, WaveSplit) or not own_tiles or not (decode or rule.prefill) or config.chip is None:
         return 0, decode
     try:
