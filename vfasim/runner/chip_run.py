@@ -36,6 +36,7 @@ from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, builtin_names
 from vfasim.kernel import Kernel, TileRule, WaveSplit, load_kernel
 from vfasim.sim import busiest_stream
+from vfasim.runner.inputs import check_chip_plan
 from vfasim.runner.options import Options
 from vfasim.runner.prepare import engine_precision, numerics_block, prepare, run_workload
 from vfasim.trace import KIND_CODE as OP_CODES
@@ -70,6 +71,8 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     rows = group if packs else n_q
     unit_args = (rows, seq_len, head_dim, min(block_q, rows), block_k, causal and group == 1) if decode \
         else tiling_args
+    _check_size(config, policy, batch, heads // group, kv_heads, group, Tiling(*unit_args, heads // group, kv_heads),
+                splits)
     trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, seed, workload,
                                    decode, queries, group, options.lam, pad_to=block_q if decode else 0)
     tu = Tiling(*unit_args, heads // group, kv_heads)
@@ -100,6 +103,18 @@ def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics
         raise VfasimError(f"numerics_heads must lie in [0, heads={heads}], got {numerics_heads}")
     if qkv is not None:
         raise VfasimError("--qkv is not supported on a chip (give the shape; the workload is generated)")
+
+
+def _check_size(config: HardwareConfig, policy: Policy, batch: int, unit_heads: int, kv_heads: int, group: int,
+                tu: Tiling, splits: int) -> None:
+    """The launch's size estimated from its geometry (``inputs.check_chip_plan``) before anything is allocated."""
+    assert config.chip is not None
+    units = batch * unit_heads * tu.n_qblocks * max(splits, 1)
+    traced = unit_heads // kv_heads if data_independent(policy) else batch * unit_heads
+    tiles = traced * tu.n_qblocks * tu.n_kblocks
+    check_chip_plan(units, config.chip.cores * config.chip.core_limits.max_streams, tiles, tu.seq_len,
+                    f"batch {batch} x heads {unit_heads * group} x {tu.n_qblocks} query blocks"
+                    + (f" x {splits} splits" if splits > 1 else "") + f", {config.chip.cores} cores")
 
 
 def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: bool, decode: bool,
