@@ -28,7 +28,7 @@ from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, load_hw
-from vfasim.runner.inputs import check_blocks
+from vfasim.runner.inputs import BASE_BYTES, BYTES_PER_QKV_ELEMENT, available_bytes, check_blocks
 from vfasim.runner.options import Options, merged_options, topk_for
 from vfasim.io.qkv_files import load_qkv
 from vfasim.io.refcache import ReferenceCache, entry_name, reference_cache
@@ -187,7 +187,7 @@ def engine_precision(config: HardwareConfig) -> Precision:
 
 def run_workload(qkv: str | Path | None, name: str, seq_len: int, head_dim: int, heads: int, kv_heads: int | None,
               seed: int, decode: bool, queries: int) -> Workload:
-    wl = load_qkv(qkv) if qkv is not None else make_workload(name, seq_len, head_dim, heads, seed, kv_heads)
+    wl = load_qkv(qkv, available_bytes() - BASE_BYTES, BYTES_PER_QKV_ELEMENT) if qkv is not None else make_workload(name, seq_len, head_dim, heads, seed, kv_heads)
     if not decode:
         return wl
     _checked_queries(queries, wl.seq_len)
