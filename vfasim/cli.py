@@ -350,12 +350,15 @@ def _run(args: argparse.Namespace) -> tuple[str, int]:
         from vfasim.sensitivity import format_sensitivity, sensitivity_table
 
         frame = sensitivity_table(args.hw, args.algo, schedule=args.schedule, factors=tuple(args.factors),
-                                  options=options, **{**shape, "block_q": args.block_q or DEFAULT_BLOCK,
+                                  options=options, **{**shape, "block_q": args.block_q or _core_block_q(args),
                                                       "block_k": args.block_k or DEFAULT_BLOCK})
         return (frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)), 0
     progress = not args.quiet and sys.stderr.isatty()
     if args.roofline_out is not None:
         _check_roofline_target(args)
+    if args.check and args.spec is None and (args.numerics == "off" or (_is_chip(args.hw) and not args.numerics_heads)):
+        raise VfasimError("--check needs a numerics verdict, and this run computes none (on a chip give "
+                          "--numerics-heads N; on one core leave --numerics on)")
     if args.spec is not None:
         result = run(**_replayed(args), trace_out=args.trace_out, trace_window=args.trace_window, progress=progress,
                      cache=args.cache)
@@ -392,6 +395,19 @@ def _check_roofline_target(args: argparse.Namespace) -> None:
     if args.spec is None and load_hw(args.hw).chip is None:
         raise VfasimError(f"--roofline-out applies to chip runs; {args.hw} has no chip section (e.g. --hw H100-SXM)")
     check_file_target(args.roofline_out, "roofline file")
+
+
+def _is_chip(hw: str) -> bool:
+    from vfasim.hw import load_hw
+
+    return load_hw(hw).chip is not None
+
+
+def _core_block_q(args: argparse.Namespace) -> int:
+    """One core's default block_q: 128, or a decode step's rows when fewer (the tile is cut to them anyway)."""
+    from vfasim.runner.api import DEFAULT_BLOCK
+
+    return min(DEFAULT_BLOCK, args.queries) if args.decode else DEFAULT_BLOCK
 
 
 def _coverage(doc: dict) -> dict:

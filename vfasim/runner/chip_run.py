@@ -88,7 +88,7 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
 
         write_chrome_trace(trace_out, chip_trace(res, config, trace_window))
     return _fields(config, algo, res, trace, policy, k, dispatch, numerics, used, geo, t, seed,
-                   workload if not representative else "timing-only")
+                   workload if not representative or used else "timing-only", schedule)
 
 
 def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics_heads: int,
@@ -231,7 +231,8 @@ def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads
 
 
 def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, policy: Policy, kernel: Kernel,
-            dispatch: str, numerics: dict, used: list[int], geo: Geometry, t: Tiling, seed: int, workload: str) -> dict:
+            dispatch: str, numerics: dict, used: list[int], geo: Geometry, t: Tiling, seed: int, workload: str,
+            schedule: str) -> dict:
     us = res.latency_cycles / (config.clock_ghz * 1e3)
     pipes = {n: {"busy_cycles": int(b), "utilization": res.utilization[n]} for n, b in res.busy_cycles.items()}
     by_class = {c: sum(v for k, v in res.kind_cycles.items() if OP_KINDS[k][0] == c) for c in SHARE_CLASSES}
@@ -244,7 +245,7 @@ def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, po
         "bound": res.bound,
         "ops": {k: int(v) for k, v in res.kind_cycles.items()},
         "manifest": {"version": __version__, "hw_digest": config.digest(), "seed": seed,
-                     "trace_digest": trace.digest(), "trace_ops": len(trace),
+                     "trace_digest": trace.digest(), "trace_ops": len(trace), "schedule": schedule,
                      "trace_scope": "representative heads of one K/V-head group (data-independent trace)"
                      if geo.representative
                      else "all batch x heads"},
