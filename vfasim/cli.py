@@ -215,13 +215,20 @@ def _validate(args: argparse.Namespace) -> str:
     import os
 
     from vfasim.validate.calibrate import fit_all, run_validation
+    from vfasim.io.outputs import check_folder_target
     from vfasim.kernel import load_kernel
     from vfasim.report import to_json
-    from vfasim.validate.report import format_report, to_doc, write_scatter
+    from vfasim.validate.report import SCATTER_FILES, format_report, to_doc, write_scatter
     from vfasim.validate import FIT_SEQ_LENS, load_rows, modelled, subset
 
-    if args.rows is not None and args.rows < 1:
-        raise VfasimError(f"--rows must be >= 1, got {args.rows}")
+    for flag, value in (("--rows", args.rows), ("--jobs", args.jobs)):
+        if value is not None and value < 1:
+            raise VfasimError(f"{flag} must be >= 1, got {value}")
+    if args.fit and (args.out is not None or args.json):
+        raise VfasimError("--fit prints the fitted tuning as config YAML; --out and --json apply to the report "
+                          "(give them without --fit)")
+    if args.out is not None:  # before the work, not after it
+        check_folder_target(args.out, SCATTER_FILES, "--out folder")
     kernels = tuple(load_kernel(k) for k in args.kernel)
     for k in kernels:
         if not k.measured_as:
