@@ -1,6 +1,8 @@
 """Command line: ``vfasim run``, ``vfasim sensitivity``, ``vfasim hw list``, ``vfasim hw show NAME``.
 
-Bad input ends with ``error: <one line>`` on stderr and exit status 2; no traceback.
+Bad input ends with ``error: <one line>`` on stderr and exit status 2; no traceback. So does a
+standard output that cannot take the result: closed (found before any work), full, or a pipe
+whose reader left.
 Ctrl-C ends with one line and exit status 130, SIGTERM with 143 (see ``vfasim.io.interrupt``).
 Each command imports what it needs when it runs, and the parser fills in only the options of
 the command given: ``vfasim --version``, ``--help`` and ``hw list`` load neither NumPy nor pydantic.
@@ -285,9 +287,13 @@ def main(argv: list[str] | None = None) -> int:
                 print("error: choose a command (vfasim --help describes them)", file=sys.stderr)
                 return EXIT_BAD_INPUT
             args = parser.parse_args(argv)
+            if sys.stdout is None:  # found before the work, not after it
+                raise VfasimError("standard output is closed: the result cannot be printed (redirect it to a file)")
             text, status = _dispatch(args)
-            to_stderr = str(getattr(args, "trace_out", None)) == "-"  # standard output holds the trace
-            print(text, file=sys.stderr if to_stderr else sys.stdout)
+            if str(getattr(args, "trace_out", None)) == "-":  # standard output holds the trace
+                print(text, file=sys.stderr)
+            else:
+                _emit(text)
             return status
     except VfasimError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -299,9 +305,18 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("error: out of memory; use a smaller size", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except BrokenPipeError:  # e.g. `vfasim run | head`: the reader left, nothing to report
-        sys.stderr.close()
     return 0
+
+
+def _emit(text: str) -> None:
+    """``text`` on stdout, flushed; a full or broken stdout (``/dev/full``, a reader that left) is a one-line error."""
+    from vfasim.io.outputs import stdout_error
+
+    try:
+        print(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        raise stdout_error(exc, "the result") from None
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
