@@ -347,8 +347,11 @@ def _hw(args: argparse.Namespace) -> str:
     from vfasim.hw import load_hw
     from vfasim.hw.sources import hw_sources
     from vfasim.report import format_hw
+    from vfasim.runner.applies import check_tuning_names
 
-    return format_hw(load_hw(args.name), hw_sources(args.name))
+    config = load_hw(args.name)
+    check_tuning_names(config)
+    return format_hw(config, hw_sources(args.name))
 
 
 def _kernel(args: argparse.Namespace) -> str:

@@ -173,7 +173,7 @@ def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vf
     from vfasim.runner.prepare import prepare
 
     check_schedule(schedule)
-    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+    config = load_hw(hw)  # a config object validated again
     if config.chip is not None:
         raise VfasimError(f"sensitivity re-times one core's trace; {config.name} is a chip (give a core config, "
                           "or compare chip variants with vfasim sweep)")

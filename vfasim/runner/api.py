@@ -17,7 +17,7 @@ from vfasim.errors import VfasimError
 from vfasim.frozen import freeze, thaw
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.formats import with_matmul_format
-from vfasim.runner.applies import check_applies
+from vfasim.runner.applies import check_applies, check_tuning_names
 from vfasim.runner.inputs import check_schedule, checked, signature_defaults
 from vfasim.kernel import Kernel, load_kernel
 from vfasim.runner.options import Options, merged_options, topk_for
@@ -141,13 +141,14 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     it never changes a result.
     """
     check_schedule(schedule)
-    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+    config = load_hw(hw)  # a config object validated again
     kernel = _kernel_alias(kernel, kernel_style)
     opts = merged_options(options, option_kwargs)
     check_applies(algo, config, dict(kernel=kernel, dispatch=dispatch, numerics_heads=numerics_heads,
                                      numerics=numerics, seed=seed, workload=workload, block_q=block_q,
                                      queries=queries, decode=decode), opts, signature_defaults(run))
     described = load_kernel(kernel or DEFAULT_KERNEL) if config.chip is not None else None  # loaded once
+    check_tuning_names(config, described.name if described is not None else None)
     spec = cast(RunSpec, run_spec(hw, config.name, config.digest(), algo, locals(), asdict(opts),
                                   _kernel_spec(kernel, described)))
     if matmul_format is not None:
@@ -175,7 +176,7 @@ def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *
     """
     if isinstance(hws, (str, Path, HardwareConfig)) or not hws:
         raise VfasimError("run_configs needs a non-empty list of configs (names, paths or HardwareConfig)")
-    configs = [hw if isinstance(hw, HardwareConfig) else load_hw(hw) for hw in hws]
+    configs = [load_hw(hw) for hw in hws]  # config objects validated again
     schedules = schedules or ["pipelined"] * len(configs)
     for schedule in schedules:
         check_schedule(schedule)

@@ -13,6 +13,9 @@ refused when nothing in the run would read it:
   does not depend on the data, with no heads' numerics asked for (``numerics_heads``);
 - ``block_q`` in a one-core decode step beyond its ``queries`` rows (the tile would be cut to
   them); on a chip a decode tile computes whole rows, so it is not cut.
+
+``check_tuning_names`` refuses a chip config whose ``kernel_tuning`` names a kernel that is
+neither shipped nor the run's own: a typo (``FA3``, ``fa9``) would leave the tuning unused.
 """
 
 from __future__ import annotations
@@ -60,3 +63,14 @@ def _problems(algo: str, config: HardwareConfig, values: Mapping[str, Any], opti
             if given(name):
                 yield (f"{name} does not apply: {algo}'s chip run is timed without data, and no heads' numerics are "
                        "asked for (give numerics_heads, --numerics-heads N, to check numerics on generated data)")
+
+
+def check_tuning_names(config: HardwareConfig, own: str | None = None) -> None:
+    """Each ``chip.kernel_tuning`` key names a shipped kernel or ``own`` (the run's kernel), else it is refused."""
+    from vfasim.kernel import builtin_kernel_names
+
+    known = [*builtin_kernel_names(), *([own] if own else [])]
+    unknown = [k for k in (config.chip.kernel_tuning if config.chip is not None else {}) if k not in known]
+    if unknown:
+        raise VfasimError(f"hw config {config.name}: chip.kernel_tuning names unknown kernel {unknown[0]!r} (shipped: "
+                          f"{', '.join(builtin_kernel_names())}; or the name of the kernel file run)")
