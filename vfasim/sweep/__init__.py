@@ -379,6 +379,8 @@ def sweep_command(args: argparse.Namespace) -> str:
     """``vfasim sweep``: build the points, run the missing ones, write tables and plots, print a table."""
     if args.executor == "dask" and not args.scheduler:
         raise VfasimError("--executor dask needs --scheduler ADDRESS")
+    if args.executor != "dask" and args.scheduler is not None:
+        raise VfasimError("--scheduler applies to --executor dask; give both, or neither to run locally")
     axes = [scale_axis(k, getattr(args, k)) for k in SCALES if getattr(args, k)]  # x: a scale if any
     axes += [parse_set(s) for s in args.sets]
     kwargs = {k: getattr(args, k) for k in ("seq_len", "head_dim", "block_q", "block_k", "causal", "heads",
