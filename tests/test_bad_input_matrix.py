@@ -96,6 +96,8 @@ CASES: dict[str, Case] = {
                                 "--heads", "64", "--batch", "100000", names=("batch 100000", "memory", "available")),
     "chip-sensitivity": cli("chip runs", "sensitivity", "--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024",
                             "--heads", "8", names=("sensitivity", "H100-SXM", "chip")),
+    "chip-bsfa": cli("chip runs", "run", "--hw", "H200", "--algo", "bsfa", "--seq-len", "1024", "--heads", "4",
+                     names=("bsfa", "one core")),
     "chip-cores-float": cli("chip runs", "run", "--hw", "cores_float.yaml", "--algo", "fa2", "--seq-len", "1024",
                             names=("cores_float.yaml", "chip.cores")),
     "chip-cores-huge": cli("chip runs", "run", "--hw", "cores_huge.yaml", "--algo", "fa2", "--seq-len", "1024",
@@ -124,6 +126,8 @@ CASES: dict[str, Case] = {
                                "--qkv", "huge_header.npy", names=("huge_header.npy", "declares", "truncated")),
     "qkv-huge-member-npz": cli("Q/K/V files", "run", "--hw", "C16V32", "--qkv", "huge_member.npz",
                                names=("huge_member.npz", "member k.npy", "truncated")),
+    "qkv-with-seed": cli("Q/K/V files", "run", "--hw", "C16V32", "--block-q", "64", "--block-k", "64", "--qkv",
+                         "good.npz", "--seed", "7", names=("seed", "qkv", "sampled")),
     "qkv-bomb": cli("Q/K/V files", "run", "--hw", "C16V32", "--block-q", "64", "--block-k", "64", "--qkv",
                     "bomb.npz", names=("bomb.npz", "memory"), budget=280 * 2**20),
     # output paths
@@ -184,6 +188,7 @@ def make_files(root: Path) -> None:
                                                  "shape": (3, 64, 1_000_000, 4096)})
         f.write(bytes(1000))
     small = np.zeros((64, 32), np.float32)
+    _npz(root / "good.npz", {n: _npy(np.random.default_rng(0).standard_normal((64, 32), np.float32)) for n in "qkv"})
     _npz(root / "huge_member.npz", {"q": _npy(small), "k": _npy(small)[:128] + bytes(64), "v": _npy(small)})
     zeros = _npy(np.zeros((4, 2**20), np.float32))  # 16 MiB each, a few KB compressed
     _npz(root / "bomb.npz", {"q": zeros, "k": zeros, "v": zeros}, zipfile.ZIP_DEFLATED)

@@ -59,6 +59,9 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv)
     kv_heads = kv_heads or heads
     policy = _policy(algo, options, k)
+    if policy.skip == "topk":
+        raise VfasimError(f"{algo} runs on one core only: its top-k thresholds are calibrated per (head, query "
+                          "block) by the one-core run; give a config without a chip section")
     precision = engine_precision(config)
     n_q = queries if decode else seq_len
     packs = decode and queries == 1 and k.decode is not None and k.decode.pack_gqa

@@ -87,6 +87,9 @@ def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, 
     thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, qkv, workload, seed, decode, queries)
     mode = sampling.resolve_mode(numerics, wl.heads, wl.seq_len, wl.kv_len)
     references = references and mode != "off"
+    if qkv is not None and seed != 0 and not (references and mode == "sample"):  # a file's only use of a seed
+        raise VfasimError(f"seed applies with qkv only to sampled numerics (it draws the sampled query blocks); "
+                          f"this run's numerics are {mode if references else 'not checked'}: leave seed out")
     blocks = sampling.sample_blocks(wl.q, tiling.block_q, seed) if references and mode == "sample" else None
     is_baseline = policy == policy_for(BASELINE)  # then the run is its own baseline
     inputs = _sha256(wl.q, wl.k, wl.v)
