@@ -132,6 +132,8 @@ CASES: dict[str, Case] = {
                     "bomb.npz", names=("bomb.npz", "memory"), budget=280 * 2**20),
     # output paths
     "out-trace-dash": cli("output paths", "run", *SMALL, "--trace-out", "-", names=("trace_out", "'-'")),
+    "spec-devzero": cli("input files", "run", "--spec", "/dev/zero", names=("spec", "/dev/zero", "regular file")),
+    "spec-fifo": cli("input files", "run", "--spec", "fifo.yaml", names=("spec", "fifo.yaml", "regular file")),
     # sweep
     "sw-scheduler-nodask": cli("sweep", *SWEEP, "--scheduler", "tcp://127.0.0.1:1", names=("--scheduler",)),
     "sw-dask-garbage": cli("sweep", *SWEEP, "--executor", "dask", "--scheduler", "not an address",

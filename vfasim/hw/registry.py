@@ -89,15 +89,15 @@ def _source(name_or_path: str, folder: Path | None = None) -> tuple[str, str, st
                       "or give a path to a .yaml file)")
 
 
-def read_text_file(path: Path, what: str) -> str:
-    """A YAML file's text; a one-line error for a directory, a device or pipe (which could block or never end),
-    a file over ``MAX_YAML_BYTES``, an unreadable or a non-UTF-8 file."""
+def read_text_file(path: Path, what: str, expected: str = "a YAML file") -> str:
+    """A YAML (or ``expected``) file's text; a one-line error for a directory, a device or pipe (which could block
+    or never end), a file over ``MAX_YAML_BYTES``, an unreadable or a non-UTF-8 file."""
     if not path.is_file():
         kind = "a directory" if path.is_dir() else "not a regular file" if path.exists() else "no such file"
-        raise VfasimError(f"{what} {path}: {kind}, not a YAML file")
+        raise VfasimError(f"{what} {path}: {kind}, not {expected}")
     try:
         if path.stat().st_size > MAX_YAML_BYTES:
-            raise VfasimError(f"{what} {path}: larger than {MAX_YAML_BYTES // 2**20} MiB, not a config")
+            raise VfasimError(f"{what} {path}: larger than {MAX_YAML_BYTES // 2**20} MiB, not {expected}")
         return path.read_text()
     except OSError as exc:
         raise VfasimError(f"{what} {path}: cannot read ({exc.strerror})") from None
