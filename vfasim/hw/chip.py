@@ -41,20 +41,25 @@ class _Strict(BaseModel):
 
 
 class MemorySpec(_Strict):
-    bandwidth_gb_per_s: float = Field(strict=True, gt=0, le=1e9, allow_inf_nan=False, description="Sustained bandwidth shared by all cores, GB/s (1e9 B)")
-    latency_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES, description="Exposed latency of a unit's first access, core cycles")
+    bandwidth_gb_per_s: float = Field(strict=True, gt=0, le=1e9, allow_inf_nan=False,
+                                      description="Sustained bandwidth shared by all cores, GB/s (1e9 B)")
+    latency_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES,
+                                description="Exposed latency of a unit's first access, core cycles")
 
 
 class L2Spec(MemorySpec):
-    capacity_bytes: int = Field(strict=True, gt=0, le=MAX_BYTES, description="Bytes the L2 holds for reuse across work units")
+    capacity_bytes: int = Field(strict=True, gt=0, le=MAX_BYTES,
+                                description="Bytes the L2 holds for reuse across work units")
 
 
 class CoreLimits(_Strict):
-    buffer_bytes: int = Field(strict=True, gt=0, le=MAX_BYTES, description="On-chip shared memory per core usable by tile streams "
-                                                "(Q tile and K/V buffers)")
+    buffer_bytes: int = Field(strict=True, gt=0, le=MAX_BYTES, description="On-chip shared memory per core usable by "
+                                                                          "tile streams (Q tile and K/V buffers)")
     register_bytes: int | None = Field(
-        default=None, strict=True, gt=0, le=MAX_BYTES, description="Per-core registers for score, P and O tiles; absent: they use buffer_bytes")
-    max_streams: int = Field(strict=True, gt=0, le=MAX_STREAMS, description="Tile streams (thread blocks / warp groups) a core may run at once")
+        default=None, strict=True, gt=0, le=MAX_BYTES,
+        description="Per-core registers for score, P and O tiles; absent: they use buffer_bytes")
+    max_streams: int = Field(strict=True, gt=0, le=MAX_STREAMS,
+                             description="Tile streams (thread blocks / warp groups) a core may run at once")
     shared_read_bytes_per_cycle: float | None = Field(
         default=None, strict=True, gt=0, le=1e9, allow_inf_nan=False,
         description="Shared-memory read bandwidth per core, bytes per cycle: what a kernel style whose warps each "
@@ -64,10 +69,11 @@ class CoreLimits(_Strict):
 class KernelTuning(_Strict):
     """What a kernel style reaches on this chip beyond the modelled ops (fitted or sourced per chip)."""
 
-    tensor_efficiency: float = Field(default=1.0, strict=True, gt=0, le=1, description="Fraction of the tensor pipeline's "
-                                     "peak rate the style's matmul instructions sustain (e.g. mma.sync on Hopper)")
-    unit_overhead_cycles: int = Field(default=0, strict=True, ge=0, le=MAX_CYCLES, description="Fixed cycles per work unit beyond its ops "
-                                      "(block launch, prologue, epilogue), exposed like a latency")
+    tensor_efficiency: float = Field(default=1.0, strict=True, gt=0, le=1, description="Fraction of the tensor "
+                                     "pipeline's peak rate the style's matmul instructions sustain (e.g. mma.sync on "
+                                     "Hopper)")
+    unit_overhead_cycles: int = Field(default=0, strict=True, ge=0, le=MAX_CYCLES, description="Fixed cycles per work "
+                                      "unit beyond its ops (block launch, prologue, epilogue), exposed like a latency")
 
 
 class ChipSpec(_Strict):

@@ -154,7 +154,8 @@ def _declared(stream: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype,
             raise ValueError(f".npy format version {version[0]}.{version[1]} is not read")
         shape, _, dtype = reader(stream)
     except (ValueError, EOFError, OSError, SyntaxError) as exc:
-        raise VfasimError(f"{where}: the .npy header does not parse ({str(exc).splitlines()[0] if str(exc) else exc})") from None
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise VfasimError(f"{where}: the .npy header does not parse ({first})") from None
     return tuple(shape), dtype, stream.tell()  # a non-numeric dtype is refused by the readers, naming the array
 
 

@@ -190,7 +190,10 @@ def engine_precision(config: HardwareConfig) -> Precision:
 
 def run_workload(qkv: str | Path | None, name: str, seq_len: int, head_dim: int, heads: int, kv_heads: int | None,
               seed: int, decode: bool, queries: int) -> Workload:
-    wl = load_qkv(qkv, available_bytes() - BASE_BYTES, BYTES_PER_QKV_ELEMENT) if qkv is not None else make_workload(name, seq_len, head_dim, heads, seed, kv_heads)
+    if qkv is not None:  # its arrays' headers read first, against the memory a run of them would need
+        wl = load_qkv(qkv, available_bytes() - BASE_BYTES, BYTES_PER_QKV_ELEMENT)
+    else:
+        wl = make_workload(name, seq_len, head_dim, heads, seed, kv_heads)
     if not decode:
         return wl
     _checked_queries(queries, wl.seq_len)
