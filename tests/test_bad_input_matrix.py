@@ -80,6 +80,8 @@ CASES: dict[str, Case] = {
                                   names=("--check", "verdict")),
     "ign-seed-chip": cli("ignored options", "run", *CHIP, "--seed", "5", names=("seed", "numerics_heads")),
     "ign-workload-chip": cli("ignored options", "run", *CHIP, "--workload", "random", names=("workload",)),
+    "ign-seed-numerics-off": cli("ignored options", "run", "--algo", "fa2", *SMALL, "--numerics", "off", "--seed", "3",
+                                 names=("seed", "numerics off")),
     "ign-lam-chip-fa2": cli("ignored options", "run", *CHIP, "--lam", "0.5", names=("lam", "fa2")),
     "ign-topk-sensitivity": cli("ignored options", "sensitivity", "--algo", "vfa", *SMALL, "--topk", "3",
                                 names=("topk", "vfa")),

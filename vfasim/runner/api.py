@@ -146,7 +146,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     opts = merged_options(options, option_kwargs)
     check_applies(algo, config, dict(kernel=kernel, dispatch=dispatch, numerics_heads=numerics_heads,
                                      numerics=numerics, seed=seed, workload=workload, block_q=block_q,
-                                     queries=queries, decode=decode), opts, signature_defaults(run))
+                                     queries=queries, decode=decode, qkv=qkv), opts, signature_defaults(run))
     described = load_kernel(kernel or DEFAULT_KERNEL) if config.chip is not None else None  # loaded once
     check_tuning_names(config, described.name if described is not None else None)
     spec = cast(RunSpec, run_spec(hw, config.name, config.digest(), algo, locals(), asdict(opts),

@@ -9,8 +9,9 @@ refused when nothing in the run would read it:
   no top-k blocks (each algorithm's policy says which it does);
 - the chip-only inputs (``kernel``, ``dispatch``, ``numerics_heads``) on a config without a
   chip section, and ``numerics`` (one core's mode) on a chip;
-- ``seed`` and ``workload`` on a chip run that generates no data: an algorithm whose trace
-  does not depend on the data, with no heads' numerics asked for (``numerics_heads``);
+- ``seed`` and ``workload`` on a run that generates no data: an algorithm whose trace does not
+  depend on the data, on a chip with no heads' numerics asked for (``numerics_heads``), or on
+  one core with ``numerics="off"`` (both are timed from ``trace_only``);
 - ``block_q`` in a one-core decode step beyond its ``queries`` rows (the tile would be cut to
   them); on a chip a decode tile computes whole rows, so it is not cut.
 
@@ -55,14 +56,16 @@ def _problems(algo: str, config: HardwareConfig, values: Mapping[str, Any], opti
         if values.get("decode") and block_q is not None and block_q > queries:
             yield (f"block_q {block_q} is larger than the {queries} query row(s) of the decode step: the tile would "
                    f"be cut to them; give block_q <= {queries} or leave it out")
+        if data_independent(policy) and values.get("numerics") == "off" and values.get("qkv") is None:
+            yield from (f"{n} does not apply: {algo} with numerics off is timed without data (leave {n} out, or "
+                        "check numerics)" for n in ("seed", "workload") if given(n))
         return
     if given("numerics"):
         yield "numerics applies to one-core runs; on a chip give numerics_heads (--numerics-heads)"
     if data_independent(policy) and not values.get("numerics_heads"):
-        for name in ("seed", "workload"):
-            if given(name):
-                yield (f"{name} does not apply: {algo}'s chip run is timed without data, and no heads' numerics are "
-                       "asked for (give numerics_heads, --numerics-heads N, to check numerics on generated data)")
+        yield from (f"{n} does not apply: {algo}'s chip run is timed without data, and no heads' numerics are asked "
+                    "for (give numerics_heads, --numerics-heads N, to check numerics on generated data)"
+                    for n in ("seed", "workload") if given(n))
 
 
 def check_tuning_names(config: HardwareConfig, own: str | None = None) -> None:
