@@ -133,7 +133,6 @@ CASES: dict[str, Case] = {
     "qkv-bomb": cli("Q/K/V files", "run", "--hw", "C16V32", "--block-q", "64", "--block-k", "64", "--qkv",
                     "bomb.npz", names=("bomb.npz", "memory"), budget=280 * 2**20),
     # output paths
-    "out-trace-dash": cli("output paths", "run", *SMALL, "--trace-out", "-", names=("trace_out", "'-'")),
     "spec-devzero": cli("input files", "run", "--spec", "/dev/zero", names=("spec", "/dev/zero", "regular file")),
     "spec-fifo": cli("input files", "run", "--spec", "fifo.yaml", names=("spec", "fifo.yaml", "regular file")),
     # sweep
@@ -285,7 +284,8 @@ def test_a_sweep_on_a_scheduler_without_workers_ends_with_one_line(tmp_path: Pat
 STDOUT_FAULTS = {"full": "> /dev/full", "closed": ">&-"}
 
 
-@pytest.mark.parametrize("command", [["run", *SMALL, "--json"], ["hw", "list"]], ids=["run", "hw"])
+@pytest.mark.parametrize("command", [["run", *SMALL, "--json"], ["run", *SMALL, "--trace-out", "-"], ["hw", "list"]],
+                         ids=["run", "run-trace", "hw"])
 @pytest.mark.parametrize("fault", STDOUT_FAULTS)
 def test_stdout_that_cannot_take_the_result_is_one_line_and_exit_2(tmp_path: Path, fault: str,
                                                                    command: list[str]) -> None:
