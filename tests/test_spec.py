@@ -33,7 +33,7 @@ def test_a_run_repeated_from_its_json_is_identical(args, capsys, tmp_path):
 
 
 def test_the_api_result_carries_the_spec_of_its_inputs():
-    r = vfasim.run("C4V16", "fa2", seq_len=256, block_q=64, block_k=64, lam=0.5)
+    r = vfasim.run("C4V16", "vsa", seq_len=256, block_q=64, block_k=64, lam=0.5)
     assert r.spec["hw"] == "C4V16" and r.spec["block_q"] == 64 and r.spec["options"]["lam"] == 0.5
     assert r.spec["hw_digest"] == load_hw("C4V16").digest() and "trace_out" not in r.spec
 

@@ -203,7 +203,7 @@ def test_points_sharing_numerics_run_the_engine_once_and_match_single_runs(monke
 
 
 def test_pareto_plot_marks_broken_points_and_skips_unchecked_runs(tmp_path, capsys):
-    status, _, err = cli(capsys, "sweep", "--hw", "C16V32", "--algo", "fa2,vsa", "--set", "lam=0.5",
+    status, _, err = cli(capsys, "sweep", "--hw", "C16V32", "--algo", "vsa", "--set", "lam=1e-9,0.5",
                          "--set", "numerics=full,off", *SMALL_ARGS, "--jobs", "1", "--out", str(tmp_path))
     assert status == 0, err
     frame = pd.read_csv(tmp_path / "results.csv")

@@ -1,6 +1,8 @@
 """Command line: ``vfasim run``, ``vfasim sensitivity``, ``vfasim hw list``, ``vfasim hw show NAME``.
 
-Bad input ends with ``error: <one line>`` on stderr and exit status 2; no traceback.
+Bad input ends with ``error: <one line>`` on stderr and exit status 2; no traceback. So does a
+standard output that cannot take the result: closed (found before any work), full, or a pipe
+whose reader left.
 Ctrl-C ends with one line and exit status 130, SIGTERM with 143 (see ``vfasim.io.interrupt``).
 Each command imports what it needs when it runs, and the parser fills in only the options of
 the command given: ``vfasim --version``, ``--help`` and ``hw list`` load neither NumPy nor pydantic.
@@ -215,13 +217,20 @@ def _validate(args: argparse.Namespace) -> str:
     import os
 
     from vfasim.validate.calibrate import fit_all, run_validation
+    from vfasim.io.outputs import check_folder_target
     from vfasim.kernel import load_kernel
     from vfasim.report import to_json
-    from vfasim.validate.report import format_report, to_doc, write_scatter
+    from vfasim.validate.report import SCATTER_FILES, format_report, to_doc, write_scatter
     from vfasim.validate import FIT_SEQ_LENS, load_rows, modelled, subset
 
-    if args.rows is not None and args.rows < 1:
-        raise VfasimError(f"--rows must be >= 1, got {args.rows}")
+    for flag, value in (("--rows", args.rows), ("--jobs", args.jobs)):
+        if value is not None and value < 1:
+            raise VfasimError(f"{flag} must be >= 1, got {value}")
+    if args.fit and (args.out is not None or args.json):
+        raise VfasimError("--fit prints the fitted tuning as config YAML; --out and --json apply to the report "
+                          "(give them without --fit)")
+    if args.out is not None:  # before the work, not after it
+        check_folder_target(args.out, SCATTER_FILES, "--out folder")
     kernels = tuple(load_kernel(k) for k in args.kernel)
     for k in kernels:
         if not k.measured_as:
@@ -278,9 +287,13 @@ def main(argv: list[str] | None = None) -> int:
                 print("error: choose a command (vfasim --help describes them)", file=sys.stderr)
                 return EXIT_BAD_INPUT
             args = parser.parse_args(argv)
+            if sys.stdout is None:  # found before the work, not after it
+                raise VfasimError("standard output is closed: the result cannot be printed (redirect it to a file)")
             text, status = _dispatch(args)
-            to_stderr = str(getattr(args, "trace_out", None)) == "-"  # standard output holds the trace
-            print(text, file=sys.stderr if to_stderr else sys.stdout)
+            if str(getattr(args, "trace_out", None)) == "-":  # standard output holds the trace
+                print(text, file=sys.stderr)
+            else:
+                _emit(text)
             return status
     except VfasimError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -292,9 +305,18 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("error: out of memory; use a smaller size", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except BrokenPipeError:  # e.g. `vfasim run | head`: the reader left, nothing to report
-        sys.stderr.close()
     return 0
+
+
+def _emit(text: str) -> None:
+    """``text`` on stdout, flushed; a full or broken stdout (``/dev/full``, a reader that left) is a one-line error."""
+    from vfasim.io.outputs import stdout_error
+
+    try:
+        print(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        raise stdout_error(exc, "the result") from None
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
@@ -325,8 +347,11 @@ def _hw(args: argparse.Namespace) -> str:
     from vfasim.hw import load_hw
     from vfasim.hw.sources import hw_sources
     from vfasim.report import format_hw
+    from vfasim.runner.applies import check_tuning_names
 
-    return format_hw(load_hw(args.name), hw_sources(args.name))
+    config = load_hw(args.name)
+    check_tuning_names(config)
+    return format_hw(config, hw_sources(args.name))
 
 
 def _kernel(args: argparse.Namespace) -> str:
@@ -350,12 +375,15 @@ def _run(args: argparse.Namespace) -> tuple[str, int]:
         from vfasim.sensitivity import format_sensitivity, sensitivity_table
 
         frame = sensitivity_table(args.hw, args.algo, schedule=args.schedule, factors=tuple(args.factors),
-                                  options=options, **{**shape, "block_q": args.block_q or DEFAULT_BLOCK,
+                                  options=options, **{**shape, "block_q": args.block_q or _core_block_q(args),
                                                       "block_k": args.block_k or DEFAULT_BLOCK})
         return (frame.to_json(orient="records", indent=2) if args.json else format_sensitivity(frame)), 0
     progress = not args.quiet and sys.stderr.isatty()
     if args.roofline_out is not None:
         _check_roofline_target(args)
+    if args.check and args.spec is None and (args.numerics == "off" or (_is_chip(args.hw) and not args.numerics_heads)):
+        raise VfasimError("--check needs a numerics verdict, and this run computes none (on a chip give "
+                          "--numerics-heads N; on one core leave --numerics on)")
     if args.spec is not None:
         result = run(**_replayed(args), trace_out=args.trace_out, trace_window=args.trace_window, progress=progress,
                      cache=args.cache)
@@ -392,6 +420,19 @@ def _check_roofline_target(args: argparse.Namespace) -> None:
     if args.spec is None and load_hw(args.hw).chip is None:
         raise VfasimError(f"--roofline-out applies to chip runs; {args.hw} has no chip section (e.g. --hw H100-SXM)")
     check_file_target(args.roofline_out, "roofline file")
+
+
+def _is_chip(hw: str) -> bool:
+    from vfasim.hw import load_hw
+
+    return load_hw(hw).chip is not None
+
+
+def _core_block_q(args: argparse.Namespace) -> int:
+    """One core's default block_q: 128, or a decode step's rows when fewer (the tile is cut to them anyway)."""
+    from vfasim.runner.api import DEFAULT_BLOCK
+
+    return min(DEFAULT_BLOCK, args.queries) if args.decode else DEFAULT_BLOCK
 
 
 def _coverage(doc: dict) -> dict:

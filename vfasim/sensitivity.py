@@ -166,12 +166,19 @@ def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vf
     ``run_kwargs`` are ``run``'s workload, shape and algorithm-option keywords. One core only: on a
     config with a chip section it would time one core with every head in series, so it is refused.
     """
+    from vfasim.runner.api import run
+    from vfasim.runner.applies import check_applies
+    from vfasim.runner.inputs import signature_defaults
+    from vfasim.runner.options import Options, merged_options
     from vfasim.runner.prepare import prepare
 
     check_schedule(schedule)
-    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+    config = load_hw(hw)  # a config object validated again
     if config.chip is not None:
         raise VfasimError(f"sensitivity re-times one core's trace; {config.name} is a chip (give a core config, "
                           "or compare chip variants with vfasim sweep)")
-    prepared = prepare(config, algo, **run_kwargs)
+    options = {k: run_kwargs.pop(k) for k in list(run_kwargs) if k in Options.__dataclass_fields__}
+    opts = merged_options(run_kwargs.pop("options", Options()), options)
+    check_applies(algo, config, run_kwargs, opts, signature_defaults(run))
+    prepared = prepare(config, algo, options=opts, **run_kwargs)
     return sensitivity(prepared.trace, prepared.config, schedule, factors)

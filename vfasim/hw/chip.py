@@ -24,11 +24,16 @@ Assumptions:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 BYTES_PER_GB = 1e9
+#: plausible ranges: beyond them a chip is no chip, and the event loop's arrays would not fit in memory
+MAX_CORES = 65536
+MAX_STREAMS = 1024  # tile streams per core
+MAX_BYTES = 2**50
+MAX_CYCLES = 10**9
 
 
 class _Strict(BaseModel):
@@ -36,25 +41,31 @@ class _Strict(BaseModel):
 
 
 class MemorySpec(_Strict):
-    bandwidth_gb_per_s: float = Field(gt=0, description="Sustained bandwidth shared by all cores, GB/s (1e9 B)")
-    latency_cycles: int = Field(ge=0, description="Exposed latency of a unit's first access, core cycles")
+    bandwidth_gb_per_s: float = Field(strict=True, gt=0, le=1e9, allow_inf_nan=False,
+                                      description="Sustained bandwidth shared by all cores, GB/s (1e9 B)")
+    latency_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES,
+                                description="Exposed latency of a unit's first access, core cycles")
     per_unit_gb_per_s: float | None = Field(
-        default=None, gt=0, description="The most one work unit (a CTA) streams from this memory on its own, GB/s: "
-                                        "its loads in flight over the latency (Little's law); absent: no limit")
+        default=None, strict=True, gt=0, le=1e9, allow_inf_nan=False,
+        description="The most one work unit (a CTA) streams from this memory on its own, GB/s: its loads in flight "
+                    "over the latency (Little's law); absent: no limit")
 
 
 class L2Spec(MemorySpec):
-    capacity_bytes: int = Field(gt=0, description="Bytes the L2 holds for reuse across work units")
+    capacity_bytes: int = Field(strict=True, gt=0, le=MAX_BYTES,
+                                description="Bytes the L2 holds for reuse across work units")
 
 
 class CoreLimits(_Strict):
-    buffer_bytes: int = Field(gt=0, description="On-chip shared memory per core usable by tile streams "
-                                                "(Q tile and K/V buffers)")
+    buffer_bytes: int = Field(strict=True, gt=0, le=MAX_BYTES, description="On-chip shared memory per core usable by "
+                                                                          "tile streams (Q tile and K/V buffers)")
     register_bytes: int | None = Field(
-        default=None, gt=0, description="Per-core registers for score, P and O tiles; absent: they use buffer_bytes")
-    max_streams: int = Field(gt=0, description="Tile streams (thread blocks / warp groups) a core may run at once")
+        default=None, strict=True, gt=0, le=MAX_BYTES,
+        description="Per-core registers for score, P and O tiles; absent: they use buffer_bytes")
+    max_streams: int = Field(strict=True, gt=0, le=MAX_STREAMS,
+                             description="Tile streams (thread blocks / warp groups) a core may run at once")
     shared_read_bytes_per_cycle: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False,
+        default=None, strict=True, gt=0, le=1e9, allow_inf_nan=False,
         description="Shared-memory read bandwidth per core, bytes per cycle: what a kernel style whose warps each "
                     "read their matmul operands from shared memory (fa2) pays for them; absent: no such reads")
 
@@ -62,23 +73,24 @@ class CoreLimits(_Strict):
 class KernelTuning(_Strict):
     """What a kernel style reaches on this chip beyond the modelled ops (fitted or sourced per chip)."""
 
-    tensor_efficiency: float = Field(default=1.0, gt=0, le=1, description="Fraction of the tensor pipeline's "
-                                     "peak rate the style's matmul instructions sustain (e.g. mma.sync on Hopper)")
-    unit_overhead_cycles: int = Field(default=0, ge=0, description="Fixed cycles per work unit beyond its ops "
-                                      "(block launch, prologue, epilogue), exposed like a latency")
+    tensor_efficiency: float = Field(default=1.0, strict=True, gt=0, le=1, description="Fraction of the tensor "
+                                     "pipeline's peak rate the style's matmul instructions sustain (e.g. mma.sync on "
+                                     "Hopper)")
+    unit_overhead_cycles: int = Field(default=0, strict=True, ge=0, le=MAX_CYCLES, description="Fixed cycles per work "
+                                      "unit beyond its ops (block launch, prologue, epilogue), exposed like a latency")
 
 
 class ChipSpec(_Strict):
-    cores: int = Field(gt=0, description="Identical cores, each the config's core")
+    cores: int = Field(strict=True, gt=0, le=MAX_CORES, description="Identical cores, each the config's core")
     l2: L2Spec | None = Field(default=None, description="Shared L2 (needs hbm behind it)")
     hbm: MemorySpec | None = Field(default=None, description="Off-chip memory shared by all cores")
     core_limits: CoreLimits = Field(description="What fits on one core")
-    mma_efficiency: dict[Literal["per_stream", "shared"], float] = Field(
+    mma_efficiency: dict[Literal["per_stream", "shared"], Annotated[float, Field(strict=True, gt=0, le=1)]] = Field(
         default_factory=dict, description="Fraction of the tensor pipes' datasheet rate each MMA path sustains in a "
         "microbenchmark (per_stream: mma.sync issued by a block's own warps; shared: warp-group MMAs such as "
         "wgmma); a kernel with no kernel_tuning entry runs at its path's figure (absent: 1.0)")
     launch_overhead_us: float = Field(
-        default=0.0, ge=0, le=1e3, allow_inf_nan=False, description="Fixed time each kernel launch adds, as a "
+        default=0.0, strict=True, ge=0, le=1e3, allow_inf_nan=False, description="Fixed time each kernel launch adds, as a "
         "back-to-back empty-kernel microbenchmark measures it (launch, first-block start, drain)")
     kernel_tuning: dict[str, KernelTuning] = Field(
         default_factory=dict, description="Kernel style name -> its tuning on this chip (absent: peak, no overhead)")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -45,7 +45,7 @@ class _Strict(BaseModel):
 
 class Pipeline(_Strict):
     role: Role = Field(description="What the unit is: tensor/cube, vector ALU, exp/SFU, or data mover")
-    throughput: dict[str, float] = Field(
+    throughput: dict[str, Annotated[float, Field(strict=True)]] = Field(
         min_length=1, description="Work units per cycle by data type: MACs (tensor), elements "
                                   "(vector, exp) or bytes (memory)")
     startup_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES, description="Fixed latency added to every op on this pipeline")
@@ -105,12 +105,12 @@ class PrecisionSpec(_Strict):
 class HardwareConfig(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
-    clock_ghz: float = Field(gt=0, le=1e3, allow_inf_nan=False, description="Core clock, to turn cycles into time")
+    clock_ghz: float = Field(strict=True, gt=0, le=1e3, allow_inf_nan=False, description="Core clock, to turn cycles into time")
     precision: PrecisionSpec
     score_buffers: int = Field(strict=True, gt=0, le=1024, description="Score-tile buffers: how far the cube may run ahead")
     pipelines: dict[str, Pipeline] = Field(min_length=1)
     op_map: dict[str, str] = Field(description="Op kind -> pipeline name, or 'fused' (free)")
-    work_factor: dict[str, float] = Field(
+    work_factor: dict[str, Annotated[float, Field(strict=True)]] = Field(
         default_factory=dict, description="Op kind -> multiplier on its work (e.g. reduction cost)")
     chip: ChipSpec | None = Field(default=None, description="Many such cores sharing L2 and HBM (absent: one core)")
 

@@ -7,6 +7,7 @@ everything else replaces).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,12 +36,18 @@ def _builtin_files() -> dict[str, Any]:
     return {read_yaml(f.read_text(), f.name).get("name", f.name[:-5]): f for f in files}
 
 
-def load_hw(name_or_path: str | Path) -> HardwareConfig:
-    """A built-in config by name (case-insensitive) or a YAML file by path."""
+def load_hw(name_or_path: str | Path | HardwareConfig) -> HardwareConfig:
+    """A built-in config by name (case-insensitive) or a YAML file by path; a config object is validated again
+    (``model_copy(update=...)`` skips validation, so a copy could hold a negative clock)."""
     from pydantic import ValidationError
 
     from vfasim.hw.config import HardwareConfig
 
+    if isinstance(name_or_path, HardwareConfig):
+        try:
+            return HardwareConfig.model_validate(name_or_path.model_dump(warnings=False))
+        except ValidationError as exc:
+            raise VfasimError(f"hw config {name_or_path.name}: {first_error(exc)}") from None
     raw, origin = _raw(str(name_or_path), chain=())
     try:
         return HardwareConfig.model_validate(raw)
@@ -82,15 +89,15 @@ def _source(name_or_path: str, folder: Path | None = None) -> tuple[str, str, st
                       "or give a path to a .yaml file)")
 
 
-def read_text_file(path: Path, what: str) -> str:
-    """A YAML file's text; a one-line error for a directory, a device or pipe (which could block or never end),
-    a file over ``MAX_YAML_BYTES``, an unreadable or a non-UTF-8 file."""
+def read_text_file(path: Path, what: str, expected: str = "a YAML file") -> str:
+    """A YAML (or ``expected``) file's text; a one-line error for a directory, a device or pipe (which could block
+    or never end), a file over ``MAX_YAML_BYTES``, an unreadable or a non-UTF-8 file."""
     if not path.is_file():
         kind = "a directory" if path.is_dir() else "not a regular file" if path.exists() else "no such file"
-        raise VfasimError(f"{what} {path}: {kind}, not a YAML file")
+        raise VfasimError(f"{what} {path}: {kind}, not {expected}")
     try:
         if path.stat().st_size > MAX_YAML_BYTES:
-            raise VfasimError(f"{what} {path}: larger than {MAX_YAML_BYTES // 2**20} MiB, not a config")
+            raise VfasimError(f"{what} {path}: larger than {MAX_YAML_BYTES // 2**20} MiB, not {expected}")
         return path.read_text()
     except OSError as exc:
         raise VfasimError(f"{what} {path}: cannot read ({exc.strerror})") from None
@@ -98,14 +105,32 @@ def read_text_file(path: Path, what: str) -> str:
         raise VfasimError(f"{what} {path}: not a text file (not UTF-8)") from None
 
 
+class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # libyaml when present
+    """The safe loader, refusing a mapping that gives one key twice (YAML would keep the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Hashable] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` and the keys that override it are fine
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            if isinstance(key, Hashable):  # an unhashable key is the base loader's to refuse
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(text: str, origin: str, what: str = "hw config") -> dict:
-    """A YAML mapping parsed safely; a one-line error naming ``what`` and ``origin`` otherwise."""
+    """A YAML mapping parsed safely, each key once; a one-line error naming ``what`` and ``origin`` otherwise."""
     try:
-        raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
+        raw = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where else ""
-        raise VfasimError(f"{what} {origin}: not valid YAML{line}") from None
+        problem = str(getattr(exc, "problem", "") or "")
+        detail = f": {problem}" if problem.startswith("duplicate key") else ""
+        raise VfasimError(f"{what} {origin}: not valid YAML{line}{detail}") from None
     if not isinstance(raw, dict):
         raise VfasimError(f"{what} {origin}: expected a mapping at the top level")
     return raw

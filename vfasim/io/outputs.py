@@ -183,6 +183,16 @@ def _read_at_start(fd: int) -> bytes:
         return b""
 
 
+def stdout_error(exc: OSError, what: str) -> VfasimError:
+    """The one-line error for ``what`` that standard output did not take (full, or a pipe whose reader left); what
+    is still buffered is dropped, so that nothing more is reported when the process exits."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return VfasimError(f"cannot write {what} to standard output ({exc.strerror or exc})")
+
+
 def _probe(target: Path, what: str) -> None:
     """The folder of ``target`` really takes a new file (not /proc, not a read-only mount)."""
     fd, probe = _mkstemp(target, what)

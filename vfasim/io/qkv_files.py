@@ -6,6 +6,10 @@ and what is wrong; a good one becomes a float32 ``Workload``.
 Assumptions:
 - Only numeric arrays are read, never pickled objects: the first bytes must be .npy's magic
   string or a zip header, whatever the extension says.
+- Nothing is read in full before the arrays' headers are: each array's declared shape and
+  dtype (an .npz member's too, through the zip directory) must fit in the bytes the file (or
+  the member) holds, and the arrays with their float32 copies must fit in the memory budget
+  the caller gives, so a truncated file or a zip bomb is refused in one line naming it.
 - Each array is [heads, seq, dim] or [seq, dim] (one head), in any float or integer dtype, and
   is converted to float32; a value that is NaN/Inf in the file or beyond float32's range
   rejects the file rather than running on non-finite inputs.
@@ -14,8 +18,10 @@ Assumptions:
 
 from __future__ import annotations
 
+import math
 import zipfile
 from collections.abc import Callable
+from typing import IO
 from pathlib import Path
 
 import numpy as np
@@ -91,8 +97,8 @@ def magic_problem(path: Path) -> str | None:
 LOADERS: dict[str, Callable[[Path], tuple[np.ndarray, ...]]] = {".npz": read_npz, ".npy": read_npy}
 
 
-def read_arrays(path: Path) -> tuple[np.ndarray, ...]:
-    """The raw q, k, v arrays of a file, or a VfasimError naming the file."""
+def read_arrays(path: Path, budget_bytes: float = math.inf, per_element: float = 4.0) -> tuple[np.ndarray, ...]:
+    """The raw q, k, v arrays of a file, or a VfasimError naming the file (``load_qkv`` says what the budget is)."""
     if not path.is_file():
         raise file_error(path, "is a directory, not a file" if path.is_dir() else
                          "file not found" if not path.exists() else "is not a regular file")
@@ -103,6 +109,7 @@ def read_arrays(path: Path) -> tuple[np.ndarray, ...]:
     if problem is not None:
         raise file_error(path, problem)
     try:
+        check_budget(path, budget_bytes, per_element)
         return reader(path)
     except VfasimError:
         raise
@@ -138,15 +145,79 @@ def to_float32(path: Path, name: str, raw: np.ndarray) -> np.ndarray:
     return out
 
 
-def load_qkv(path: str | Path) -> Workload:
+def _declared(stream: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, header bytes) of the .npy array ``stream`` starts with, from its header alone."""
+    try:
+        version = np.lib.format.read_magic(stream)
+        reader = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if reader is None:
+            raise ValueError(f".npy format version {version[0]}.{version[1]} is not read")
+        shape, _, dtype = reader(stream)
+    except (ValueError, EOFError, OSError, SyntaxError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise VfasimError(f"{where}: the .npy header does not parse ({first})") from None
+    return tuple(shape), dtype, stream.tell()  # a non-numeric dtype is refused by the readers, naming the array
+
+
+def _plausible(where: str, shape: tuple[int, ...], dtype: np.dtype, holds: int) -> int:
+    """The bytes an array header declares, refused when the file (or zip member) cannot hold them."""
+    declared = math.prod(shape) * dtype.itemsize
+    if declared > holds:
+        raise VfasimError(f"{where}: the header declares shape {shape} of {dtype} ({_size(declared)}), but the file "
+                          f"holds {_size(holds)} after it (truncated or corrupt)")
+    return declared
+
+
+def declared_arrays(path: Path) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+    """(name, shape, dtype) of the arrays a .npy or .npz file declares, each checked against the bytes it holds;
+    nothing but the headers is read."""
+    with open(path, "rb") as f:
+        is_npy = f.read(len(MAGIC[".npy"][0])) == MAGIC[".npy"][0]  # by content: the readers name a mix-up
+    if is_npy:
+        with open(path, "rb") as f:
+            shape, dtype, header = _declared(f, f"workload file {path}")
+            _plausible(f"workload file {path}", shape, dtype, path.stat().st_size - header)
+            return [("array", shape, dtype)]
+    out = []
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            name = info.filename.removesuffix(".npy")
+            if name not in QKV_NAMES:
+                continue
+            where = f"workload file {path}, member {info.filename}"
+            with archive.open(info) as member:
+                shape, dtype, header = _declared(member, where)
+            _plausible(where, shape, dtype, info.file_size - header)
+            out.append((name, shape, dtype))
+    return out
+
+
+def check_budget(path: Path, budget_bytes: float, per_element: float) -> None:
+    """Refuse a file whose arrays, read and converted (``per_element`` bytes each beside their own), would need
+    more than ``budget_bytes``; the headers alone are read."""
+    arrays = declared_arrays(path)
+    need = sum(math.prod(shape) * (dtype.itemsize + per_element) for _, shape, dtype in arrays)
+    if need > budget_bytes:
+        what = ", ".join(f"{n} {shape} {dtype}" for n, shape, dtype in arrays)
+        raise file_error(path, f"its arrays ({what}) would need about {_size(need)} of memory to run, more than "
+                               f"the {_size(max(budget_bytes, 0))} available")
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n:,.0f} bytes"
+
+
+def load_qkv(path: str | Path, budget_bytes: float = math.inf, per_element: float = 4.0) -> Workload:
     """Load Q, K, V from .npz (arrays q, k, v) or .npy (one array stacked [3, ...]).
 
     Each array is [heads, seq, dim] or [seq, dim]; K and V share a shape, Q and
     K share head_dim, Q heads are a multiple of K heads (grouped-query), and Q
-    may be shorter or longer than K. Never unpickles anything.
+    may be shorter or longer than K. Never unpickles anything. The arrays' headers are read
+    first: a file whose arrays would need more than ``budget_bytes`` (``per_element`` bytes
+    per element beside their own) is refused before they are read.
     """
     path = Path(path)
-    raw = read_arrays(path)
+    raw = read_arrays(path, budget_bytes, per_element)
     q, k, v = (to_float32(path, name, arr) for name, arr in zip(QKV_NAMES, raw))
     problem = shape_problem(q, k, v)
     if problem is not None:

@@ -48,21 +48,21 @@ class _Strict(BaseModel):
 class TileRule(_Strict):
     """One row of a kernel's tile table: the first rule that matches a run gives its tile."""
 
-    head_dim_max: int = Field(gt=0, le=1024, description="The rule applies to head dims up to this one")
+    head_dim_max: int = Field(strict=True, gt=0, le=1024, description="The rule applies to head dims up to this one")
     formats: list[FormatClass] | None = Field(default=None, description="Matmul format classes it applies to "
                                               "(16bit, 8bit, 4bit); absent: any")
     causal: bool | None = Field(default=None, description="Applies only with (true) or without (false) a causal "
                                 "mask; absent: both")
-    block_q: int = Field(gt=0, le=MAX_TILE, description="Query rows of the CTA's tile")
-    block_k: int = Field(gt=0, le=MAX_TILE, description="Keys per key block")
-    warps: int | None = Field(default=None, gt=0, le=64, description="Warps per stream (absent: the kernel's)")
-    kv_stages: int | None = Field(default=None, gt=0, le=8, description="K/V pipeline stages with this tile "
+    block_q: int = Field(strict=True, gt=0, le=MAX_TILE, description="Query rows of the CTA's tile")
+    block_k: int = Field(strict=True, gt=0, le=MAX_TILE, description="Keys per key block")
+    warps: int | None = Field(strict=True, default=None, gt=0, le=64, description="Warps per stream (absent: the kernel's)")
+    kv_stages: int | None = Field(strict=True, default=None, gt=0, le=8, description="K/V pipeline stages with this tile "
                                   "(absent: the kernel's)")
     registers_per_thread: int | None = Field(
-        default=None, gt=0, le=255, description="Registers the source allots each thread of a stream (absent: "
+        strict=True, default=None, gt=0, le=255, description="Registers the source allots each thread of a stream (absent: "
                                                 "computed from the live tiles)")
     producer_registers_per_thread: int | None = Field(
-        default=None, ge=0, le=255, description="Registers of each producer thread with this tile (absent: the "
+        strict=True, default=None, ge=0, le=255, description="Registers of each producer thread with this tile (absent: the "
                                                 "kernel's)")
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
 
@@ -77,11 +77,11 @@ class WaveSplit(_Strict):
     """
 
     rule: Literal["wave_efficiency"]
-    block_q: int = Field(gt=0, le=MAX_TILE, description="Query rows per block as the rule counts them")
-    slots_per_core: int = Field(gt=0, le=64, description="CTAs the rule assumes per core")
-    no_split_fill: float = Field(gt=0, le=1, description="No split once the launch fills this fraction of slots")
-    efficiency_ratio: float = Field(gt=0, le=1)
-    max_splits: int = Field(gt=0, le=4096)
+    block_q: int = Field(strict=True, gt=0, le=MAX_TILE, description="Query rows per block as the rule counts them")
+    slots_per_core: int = Field(strict=True, gt=0, le=64, description="CTAs the rule assumes per core")
+    no_split_fill: float = Field(strict=True, gt=0, le=1, description="No split once the launch fills this fraction of slots")
+    efficiency_ratio: float = Field(strict=True, gt=0, le=1)
+    max_splits: int = Field(strict=True, gt=0, le=4096)
     prefill: bool = Field(description="The rule also splits prefill launches (not only decode)")
     source: str = Field(min_length=1)
 
@@ -101,9 +101,9 @@ class WaveSplit(_Strict):
 class CombineRows(_Strict):
     """Query rows per CTA of the split-KV combine launch: the first rule whose divisor divides the head dim."""
 
-    head_dim_multiple_of: int | None = Field(default=None, gt=0, description="Applies when the head dim is a "
+    head_dim_multiple_of: int | None = Field(strict=True, default=None, gt=0, description="Applies when the head dim is a "
                                              "multiple of this; absent: any head dim")
-    rows: int = Field(gt=0, le=MAX_TILE)
+    rows: int = Field(strict=True, gt=0, le=MAX_TILE)
     source: str = Field(min_length=1)
 
 
@@ -153,18 +153,18 @@ class Kernel(_Strict):
     measured_as: list[str] = Field(default_factory=list, description="Kernel names of validation tables whose "
                                    "rows this description predicts")
     tiles: list[TileRule] = Field(min_length=1, description="Tile table, first match wins")
-    warps: int = Field(gt=0, le=64, description="Warps per tile stream, where a tile rule gives none")
-    stream_rows: int | None = Field(default=None, gt=0, le=MAX_TILE,
+    warps: int = Field(strict=True, gt=0, le=64, description="Warps per tile stream, where a tile rule gives none")
+    stream_rows: int | None = Field(strict=True, default=None, gt=0, le=MAX_TILE,
                                     description="Query rows one tile stream computes (a consumer warp group); "
                                                 "absent: the whole CTA tile is one stream")
-    ctas_per_core: int | None = Field(default=None, gt=0, description="CTAs a core runs at once by the source's "
+    ctas_per_core: int | None = Field(strict=True, default=None, gt=0, description="CTAs a core runs at once by the source's "
                                       "launch bounds; absent: as many as fit")
-    producer_threads: int = Field(default=0, ge=0, description="Threads of a CTA that only move data (FA3's "
+    producer_threads: int = Field(strict=True, default=0, ge=0, description="Threads of a CTA that only move data (FA3's "
                                   "producer warp group)")
-    producer_registers_per_thread: int = Field(default=0, ge=0, le=255)
-    score_buffers: int = Field(gt=0, le=4, description="Score tiles in flight per stream: 1 runs softmax after "
+    producer_registers_per_thread: int = Field(strict=True, default=0, ge=0, le=255)
+    score_buffers: int = Field(strict=True, gt=0, le=4, description="Score tiles in flight per stream: 1 runs softmax after "
                                "each QK matmul; 2 overlaps one tile's softmax with the next tile's matmuls")
-    kv_stages: int = Field(gt=0, le=8, description="K/V pipeline stages")
+    kv_stages: int = Field(strict=True, gt=0, le=8, description="K/V pipeline stages")
     kv_ring: bool = Field(default=False, description="K and V tiles share one ring of kv_stages buffers (each "
                           "stage holds a K or a V tile); false: each stage holds a K and a V tile")
     mma: Literal["per_stream", "shared"] = Field(
@@ -174,10 +174,10 @@ class Kernel(_Strict):
                                        "(mma.sync), paid at the core's shared_read_bytes_per_cycle")
     q_in: Literal["shared", "registers"] = Field(description="Where Q lives for the key loop")
     p_aliases_scores: bool = Field(description="P is written over its score tile's registers (no separate P tile)")
-    exp_emulation: float = Field(default=0.0, ge=0, lt=1, description="Fraction of exps computed by polynomial on "
+    exp_emulation: float = Field(strict=True, default=0.0, ge=0, lt=1, description="Fraction of exps computed by polynomial on "
                                  "the vector ALUs")
     rescale_threshold_log2: float | None = Field(
-        default=None, ge=0, description="Rescale O only when the max grows by more than this (log2 units); absent: "
+        strict=True, default=None, ge=0, description="Rescale O only when the max grows by more than this (log2 units); absent: "
                                         "always")
     minit: Literal["prepass", "inline"] = Field(
         description="Where VFA's key summaries are made: prepass - a separate launch reads K once and writes them, "

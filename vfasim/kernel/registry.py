@@ -30,9 +30,13 @@ def _builtin_files() -> dict[str, Any]:  # the shipped files do not change while
 
 
 def load_kernel(name_or_path: str | Path | Kernel) -> Kernel:
-    """A built-in kernel by name (case-insensitive) or a YAML file by path."""
+    """A built-in kernel by name (case-insensitive) or a YAML file by path; a ``Kernel`` is validated again (a
+    ``model_copy(update=...)`` skips validation)."""
     if isinstance(name_or_path, Kernel):
-        return name_or_path
+        try:
+            return Kernel.model_validate(name_or_path.model_dump(warnings=False))
+        except ValidationError as exc:
+            raise VfasimError(f"kernel {name_or_path.name}: {first_error(exc)}") from None
     builtin = {k.lower(): k for k in _builtin_files()}.get(str(name_or_path).lower())
     return _builtin(builtin) if builtin is not None else _load(str(name_or_path))
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from vfasim.errors import VfasimError
-from vfasim.io.outputs import write_with
+from vfasim.io.outputs import stdout_error, write_with
 from vfasim.sim.engine import Timeline
 from vfasim.trace import DTYPES, KIND_CODE, KIND_NAMES, OP_KINDS, Trace
 
@@ -119,9 +119,12 @@ def write_chrome_trace(path: str | Path, doc: dict) -> None:
         json.dump(doc, f, allow_nan=False, separators=(",", ":"))  # type: ignore[arg-type]
 
     if str(path) == STDOUT:
-        dump(sys.stdout)
-        sys.stdout.write("\n")
-        sys.stdout.flush()
+        try:
+            dump(sys.stdout)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        except OSError as exc:  # full, or a reader that left: one line, as for any output
+            raise stdout_error(exc, "the trace") from None
         return
 
     def to_file(tmp: Path) -> None:

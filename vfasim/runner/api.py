@@ -17,7 +17,8 @@ from vfasim.errors import VfasimError
 from vfasim.frozen import freeze, thaw
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.formats import with_matmul_format
-from vfasim.runner.inputs import check_schedule, checked
+from vfasim.runner.applies import check_applies, check_tuning_names
+from vfasim.runner.inputs import check_schedule, checked, signature_defaults
 from vfasim.kernel import Kernel, load_kernel
 from vfasim.runner.options import Options, merged_options, topk_for
 from vfasim.runner.prepare import Prepared, checked_numerics, digest, engine_precision, prepare
@@ -140,21 +141,20 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     it never changes a result.
     """
     check_schedule(schedule)
-    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
+    config = load_hw(hw)  # a config object validated again
     kernel = _kernel_alias(kernel, kernel_style)
     opts = merged_options(options, option_kwargs)
+    check_applies(algo, config, dict(kernel=kernel, dispatch=dispatch, numerics_heads=numerics_heads,
+                                     numerics=numerics, seed=seed, workload=workload, block_q=block_q,
+                                     queries=queries, decode=decode, qkv=qkv), opts, signature_defaults(run))
     described = load_kernel(kernel or DEFAULT_KERNEL) if config.chip is not None else None  # loaded once
+    check_tuning_names(config, described.name if described is not None else None)
     spec = cast(RunSpec, run_spec(hw, config.name, config.digest(), algo, locals(), asdict(opts),
                                   _kernel_spec(kernel, described)))
     if matmul_format is not None:
         config = with_matmul_format(config, matmul_format)
     if described is not None:
-        if numerics is not None:
-            raise VfasimError("numerics applies to one-core runs; on a chip give numerics_heads (--numerics-heads)")
         return replace(_run_chip(config, algo, locals(), opts, described), spec=spec)
-    for name, value in (("kernel", kernel), ("dispatch", dispatch), ("numerics_heads", numerics_heads or None)):
-        if value is not None:
-            raise VfasimError(f"{name} applies to chip runs; {config.name} has no chip section")
     block_q, block_k = block_q or DEFAULT_BLOCK, block_k or DEFAULT_BLOCK
     if batch != 1:
         heads, kv_heads = _fold_batch(batch, heads, kv_heads)
@@ -174,7 +174,9 @@ def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *
     Each result is the one ``run(hw, algo, schedule=..., **run_kwargs)`` gives; the
     functional engine, the oracle and the fa2 baseline run once for all of them.
     """
-    configs = [hw if isinstance(hw, HardwareConfig) else load_hw(hw) for hw in hws]
+    if isinstance(hws, (str, Path, HardwareConfig)) or not hws:
+        raise VfasimError("run_configs needs a non-empty list of configs (names, paths or HardwareConfig)")
+    configs = [load_hw(hw) for hw in hws]  # config objects validated again
     schedules = schedules or ["pipelined"] * len(configs)
     for schedule in schedules:
         check_schedule(schedule)

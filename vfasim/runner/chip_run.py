@@ -36,6 +36,7 @@ from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, builtin_names
 from vfasim.kernel import Kernel, TileRule, WaveSplit, load_kernel
 from vfasim.sim import busiest_stream
+from vfasim.runner.inputs import check_chip_plan
 from vfasim.runner.options import Options
 from vfasim.runner.prepare import engine_precision, numerics_block, prepare, run_workload
 from vfasim.trace import KIND_CODE as OP_CODES
@@ -58,6 +59,9 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv)
     kv_heads = kv_heads or heads
     policy = _policy(algo, options, k)
+    if policy.skip == "topk":
+        raise VfasimError(f"{algo} runs on one core only: its top-k thresholds are calibrated per (head, query "
+                          "block) by the one-core run; give a config without a chip section")
     precision = engine_precision(config)
     n_q = queries if decode else seq_len
     packs = decode and queries == 1 and k.decode is not None and k.decode.pack_gqa
@@ -71,6 +75,8 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     rows = group if packs else n_q
     unit_args = (rows, seq_len, head_dim, min(block_q, rows), block_k, causal and group == 1) if decode \
         else tiling_args
+    _check_size(config, policy, batch, heads // group, kv_heads, group, Tiling(*unit_args, heads // group, kv_heads),
+                splits)
     trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, seed, workload,
                                    decode, queries, group, options.lam, pad_to=block_q if decode else 0)
     tu = Tiling(*unit_args, heads // group, kv_heads)
@@ -86,7 +92,7 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
 
         write_chrome_trace(trace_out, chip_trace(res, config, trace_window))
     return _fields(config, algo, res, trace, policy, k, dispatch, numerics, used, geo, t, seed,
-                   workload if not representative else "timing-only")
+                   workload if not representative or used else "timing-only", schedule)
 
 
 def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics_heads: int,
@@ -101,6 +107,18 @@ def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics
         raise VfasimError(f"numerics_heads must lie in [0, heads={heads}], got {numerics_heads}")
     if qkv is not None:
         raise VfasimError("--qkv is not supported on a chip (give the shape; the workload is generated)")
+
+
+def _check_size(config: HardwareConfig, policy: Policy, batch: int, unit_heads: int, kv_heads: int, group: int,
+                tu: Tiling, splits: int) -> None:
+    """The launch's size estimated from its geometry (``inputs.check_chip_plan``) before anything is allocated."""
+    assert config.chip is not None
+    units = batch * unit_heads * tu.n_qblocks * max(splits, 1)
+    traced = unit_heads // kv_heads if data_independent(policy) else batch * unit_heads
+    tiles = traced * tu.n_qblocks * tu.n_kblocks
+    check_chip_plan(units, config.chip.cores * config.chip.core_limits.max_streams, tiles, tu.seq_len,
+                    f"batch {batch} x heads {unit_heads * group} x {tu.n_qblocks} query blocks"
+                    + (f" x {splits} splits" if splits > 1 else "") + f", {config.chip.cores} cores")
 
 
 def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: bool, decode: bool,
@@ -221,7 +239,8 @@ def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads
 
 
 def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, policy: Policy, kernel: Kernel,
-            dispatch: str, numerics: dict, used: list[int], geo: Geometry, t: Tiling, seed: int, workload: str) -> dict:
+            dispatch: str, numerics: dict, used: list[int], geo: Geometry, t: Tiling, seed: int, workload: str,
+            schedule: str) -> dict:
     us = res.latency_cycles / (config.clock_ghz * 1e3)
     pipes = {n: {"busy_cycles": int(b), "utilization": res.utilization[n]} for n, b in res.busy_cycles.items()}
     by_class = {c: sum(v for k, v in res.kind_cycles.items() if OP_KINDS[k][0] == c) for c in SHARE_CLASSES}
@@ -234,7 +253,7 @@ def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, po
         "bound": res.bound,
         "ops": {k: int(v) for k, v in res.kind_cycles.items()},
         "manifest": {"version": __version__, "hw_digest": config.digest(), "seed": seed,
-                     "trace_digest": trace.digest(), "trace_ops": len(trace),
+                     "trace_digest": trace.digest(), "trace_ops": len(trace), "schedule": schedule,
                      "trace_scope": "representative heads of one K/V-head group (data-independent trace)"
                      if geo.representative
                      else "all batch x heads"},

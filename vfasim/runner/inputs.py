@@ -16,7 +16,14 @@ Assumptions:
   measured (3.7-4.3 s past the ~0.5 s start-up, which is not counted), 108 s at 128K against
   103-112 s. They decide only a refusal (memory beyond what is available) and a warning
   (runs estimated above ``LONG_RUN_S``).
-- A ``qkv`` file is already in memory once loaded, so its runs are not estimated up front.
+- A ``qkv`` file's arrays are estimated from their headers before they are read
+  (``io.qkv_files``), with the same per-element cost.
+- A chip launch costs memory and time per work unit (the event loop's arrays and queues;
+  measured 230-480 B and 0.3-0.4 ms a unit on H100-SXM launches of 33K-131K units on two
+  cores), per stream slot, and per op of the trace it times; ``check_chip_plan`` refuses
+  one beyond the available memory before anything is allocated and warns when it is long.
+- Available memory is the least of the kernel's MemAvailable, the address-space limit
+  (``ulimit -v``) and the cgroup's memory limit, less what they already count as used.
 """
 
 from __future__ import annotations
@@ -45,6 +52,9 @@ BYTES_PER_OP = 120  # the trace as it is built, and the timing model's per-op ar
 OPS_PER_TILE = 16
 SECONDS_PER_SCORE_ELEMENT = 1.25e-8  # per visible score element, sampled numerics, two cores
 FULL_NUMERICS_FACTOR = 2.5  # full numerics: the fa2 baseline and the float64 oracle beside the engine
+BYTES_PER_UNIT = 600  # a chip launch's work unit: its rows, label, times and queue entries
+BYTES_PER_SLOT = 200  # a stream slot of the chip's event loop (its queue and state)
+SECONDS_PER_UNIT = 4e-4  # a chip launch's work unit through the event loop, two cores
 #: keywords whose value a ``qkv`` file replaces (given with a file unless left at run's default)
 FROM_FILE = ("seq_len", "head_dim", "heads", "kv_heads", "workload")
 
@@ -239,8 +249,29 @@ def estimate(rows: int, kv_len: int, head_dim: int, block_q: int, block_k: int, 
     return need, seconds
 
 
+def check_chip_plan(units: int, slots: int, trace_tiles: int, seq_len: int, sizes: str) -> None:
+    """Refuse a chip launch whose memory estimate exceeds what is available, before it allocates; warn if long.
+
+    ``units``: work units of the launch (an upper bound), ``slots``: stream slots of the chip, ``trace_tiles``:
+    tiles of the trace it times; ``sizes`` names the inputs that set them, for the message.
+    """
+    need = (BASE_BYTES + BYTES_PER_UNIT * units + BYTES_PER_SLOT * slots
+            + BYTES_PER_OP * OPS_PER_TILE * trace_tiles + 8 * seq_len)
+    have = available_bytes()
+    if need > have:
+        raise VfasimError(f"this chip launch would run {units:,} work units on {slots:,} stream slots ({sizes}) and "
+                          f"need about {_gib(need)} of memory, more than the {_gib(have)} available; use a smaller "
+                          "size")
+    warn_if_long(SECONDS_PER_UNIT * units, "this chip run")
+
+
 def available_bytes() -> float:
-    """Memory the kernel says is available now (MemAvailable), else the physical total."""
+    """Memory this process may still use: the least of MemAvailable (else the physical total), the address-space
+    limit (``ulimit -v``) less the address space in use, and the cgroup's memory limit less its usage."""
+    return min(_meminfo(), _rlimit_left(), _cgroup_left())
+
+
+def _meminfo() -> float:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -251,6 +282,31 @@ def available_bytes() -> float:
     try:
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
+        return math.inf
+
+
+def _rlimit_left() -> float:
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return math.inf
+    try:
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        used = 0
+    return float(max(limit - used, 0))
+
+
+def _cgroup_left() -> float:
+    try:
+        line = next(x for x in Path("/proc/self/cgroup").read_text().splitlines() if x.startswith("0::"))
+        folder = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+        limit = (folder / "memory.max").read_text().strip()
+        used = (folder / "memory.current").read_text().strip()
+        return math.inf if limit == "max" else float(max(int(limit) - int(used), 0))
+    except (OSError, ValueError, StopIteration):
         return math.inf
 
 

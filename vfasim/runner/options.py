@@ -80,8 +80,12 @@ def topk_for(topk: int | None, n_kblocks: int) -> int:
 
 
 def merged_options(options: Options, option_kwargs: dict) -> Options:
-    """``options`` with keyword options (``lam=0.01``) on top; an unknown keyword is refused."""
+    """``options`` with keyword options (``lam=0.01``) on top; an unknown keyword, or one ``options`` sets too, is
+    refused."""
     unknown = set(option_kwargs) - set(Options.__dataclass_fields__)
     if unknown:
         raise VfasimError(f"unknown option(s) {', '.join(sorted(unknown))}")
+    both = [k for k in option_kwargs if getattr(options, k) != getattr(Options, k)]
+    if both:
+        raise VfasimError(f"{', '.join(both)} given both in options=Options(...) and as a keyword: give it once")
     return Options(**{**asdict(options), **option_kwargs})

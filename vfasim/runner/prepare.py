@@ -28,7 +28,7 @@ from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, load_hw
-from vfasim.runner.inputs import check_blocks
+from vfasim.runner.inputs import BASE_BYTES, BYTES_PER_QKV_ELEMENT, available_bytes, check_blocks
 from vfasim.runner.options import Options, merged_options, topk_for
 from vfasim.io.qkv_files import load_qkv
 from vfasim.io.refcache import ReferenceCache, entry_name, reference_cache
@@ -87,6 +87,9 @@ def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, 
     thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, qkv, workload, seed, decode, queries)
     mode = sampling.resolve_mode(numerics, wl.heads, wl.seq_len, wl.kv_len)
     references = references and mode != "off"
+    if qkv is not None and seed != 0 and not (references and mode == "sample"):  # a file's only use of a seed
+        raise VfasimError(f"seed applies with qkv only to sampled numerics (it draws the sampled query blocks); "
+                          f"this run's numerics are {mode if references else 'not checked'}: leave seed out")
     blocks = sampling.sample_blocks(wl.q, tiling.block_q, seed) if references and mode == "sample" else None
     is_baseline = policy == policy_for(BASELINE)  # then the run is its own baseline
     inputs = _sha256(wl.q, wl.k, wl.v)
@@ -187,7 +190,10 @@ def engine_precision(config: HardwareConfig) -> Precision:
 
 def run_workload(qkv: str | Path | None, name: str, seq_len: int, head_dim: int, heads: int, kv_heads: int | None,
               seed: int, decode: bool, queries: int) -> Workload:
-    wl = load_qkv(qkv) if qkv is not None else make_workload(name, seq_len, head_dim, heads, seed, kv_heads)
+    if qkv is not None:  # its arrays' headers read first, against the memory a run of them would need
+        wl = load_qkv(qkv, available_bytes() - BASE_BYTES, BYTES_PER_QKV_ELEMENT)
+    else:
+        wl = make_workload(name, seq_len, head_dim, heads, seed, kv_heads)
     if not decode:
         return wl
     _checked_queries(queries, wl.seq_len)

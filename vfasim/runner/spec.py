@@ -41,11 +41,11 @@ def run_spec(hw: object, hw_name: str, hw_digest: str, algo: str, values: dict[s
 
 def read_spec(path: str | Path) -> dict[str, Any]:
     """A spec from a file: a ``vfasim run --json`` document (its ``spec``) or a bare spec."""
+    from vfasim.hw.registry import read_text_file  # a regular file of bounded size: never a device or a FIFO
+
     try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise VfasimError(f"spec {path}: cannot read ({exc.strerror})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        doc = json.loads(read_text_file(Path(path), "spec", "a JSON file"))
+    except json.JSONDecodeError:
         raise VfasimError(f"spec {path}: not a JSON document") from None
     spec = doc.get("spec", doc) if isinstance(doc, dict) else None  # the --json document or the spec alone
     if not isinstance(spec, dict) or spec.get("version") != SPEC_VERSION:

@@ -54,9 +54,10 @@ from vfasim.io import interrupt
 from vfasim.runner.api import Options, run, run_configs
 from vfasim.runner.options import applies_to
 from vfasim.errors import Interrupted, VfasimError
-from vfasim.functional import ALGORITHMS, policy_for
+from vfasim.functional import ALGORITHMS
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import deep_merge, first_error
+from vfasim.runner.applies import check_applies
 from vfasim.runner.inputs import check_keywords, check_plan, signature_defaults, warn_if_long
 from vfasim.io.outputs import check_folder_target
 from vfasim.sweep.plots import SWEEP_FILES, write_sweep
@@ -204,7 +205,7 @@ def make_points(hws: Iterable[str], algos: Iterable[str], axes: Iterable[Axis],
         config = _hw_config(hw, docs[hw], {k: v for k, v in swept.items() if _kind(k) == "hw"},
                             {k: v for k, v in swept.items() if k in SCALES})
         kwargs = {**base_kwargs, **{k: v for k, v in swept.items() if _kind(k) == "run" and v != NA}}
-        _check_options(algo, kwargs)
+        _check_options(algo, config, kwargs)
         inputs = {"hw": hw, "algo": algo, **swept}
         key = point_key(inputs, kwargs, config.digest())
         points.append(Point(inputs, algo, key, config.model_dump(mode="json"), kwargs))
@@ -272,10 +273,11 @@ def _scaled(pipe: object, scales: dict) -> object:
     return {**pipe, "throughput": {k: v * factor for k, v in pipe["throughput"].items()}}
 
 
-def _check_options(algo: str, kwargs: dict) -> None:
-    check_keywords({**kwargs, "progress": True}, signature_defaults(run))  # types, ignored inputs, memory; no per-point warning
+def _check_options(algo: str, config: HardwareConfig, kwargs: dict) -> None:
+    defaults = signature_defaults(run)
+    check_keywords({**kwargs, "progress": True}, defaults)  # types, ignored inputs, memory; no per-point warning
     opts = Options(**{k: v for k, v in kwargs.items() if k in Options.__dataclass_fields__})
-    policy_for(algo, **opts.policy_options())
+    check_applies(algo, config, kwargs, opts, defaults)  # an option the point's run would not read is refused
 
 
 # -- running ------------------------------------------------------------------------------
@@ -377,6 +379,8 @@ def sweep_command(args: argparse.Namespace) -> str:
     """``vfasim sweep``: build the points, run the missing ones, write tables and plots, print a table."""
     if args.executor == "dask" and not args.scheduler:
         raise VfasimError("--executor dask needs --scheduler ADDRESS")
+    if args.executor != "dask" and args.scheduler is not None:
+        raise VfasimError("--scheduler applies to --executor dask; give both, or neither to run locally")
     axes = [scale_axis(k, getattr(args, k)) for k in SCALES if getattr(args, k)]  # x: a scale if any
     axes += [parse_set(s) for s in args.sets]
     kwargs = {k: getattr(args, k) for k in ("seq_len", "head_dim", "block_q", "block_k", "causal", "heads",

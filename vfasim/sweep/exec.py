@@ -9,7 +9,9 @@ Assumptions:
 - The local pool's workers ignore Ctrl-C (the parent handles it and stops them), end when the
   parent dies, and share the cores: each worker's engine gets cpu_count // jobs threads.
 - Dask workers import vfasim themselves; the function and its arguments must pickle. A client
-  made here from an address is closed when the results are consumed or abandoned.
+  made here from an address is closed when the results are consumed or abandoned. Results
+  come back pickled: a scheduler is trusted like code run here (use only your own cluster).
+- A cluster that has no worker ``DASK_WORKER_WAIT_S`` seconds after connecting is an error.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 EXECUTORS = ("local", "dask")
 PARENT_POLL_S = 0.5
+DASK_WORKER_WAIT_S = 60.0  # a scheduler with no worker after this long is an error, not a silent wait
 R = TypeVar("R")
 
 
@@ -93,8 +96,15 @@ def _on_dask(fn: Callable[..., R], tasks: Sequence[tuple[Any, ...]], names: Sequ
 
     try:
         client = scheduler if isinstance(scheduler, distributed.Client) else distributed.Client(scheduler)
-    except OSError as exc:
-        raise VfasimError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+    except (OSError, ValueError, TypeError) as exc:  # unreachable, or not an address at all
+        raise VfasimError(f"cannot reach the Dask scheduler {scheduler}: {str(exc).splitlines()[0]}") from None
+    try:
+        client.wait_for_workers(1, timeout=DASK_WORKER_WAIT_S)
+    except (TimeoutError, OSError):
+        if client is not scheduler:
+            client.close()
+        raise VfasimError(f"no Dask worker joined the scheduler {scheduler} within {DASK_WORKER_WAIT_S:g} s "
+                          "(start workers with: dask worker ADDRESS)") from None
     futures = {client.submit(fn, *args, key=name): i for i, (args, name) in enumerate(zip(tasks, names))}
     try:
         for fut in distributed.as_completed(futures):

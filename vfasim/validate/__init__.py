@@ -26,7 +26,6 @@ Rules (printed with every report):
 from __future__ import annotations
 
 import csv
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 
@@ -197,16 +196,15 @@ def predict_all(rows: list[Row], configs: dict[str, HardwareConfig] | None = Non
 
     ``kernels`` replace the shipped descriptions for the table kernels they claim (``measured_as``).
     """
+    from vfasim.sweep.exec import compute  # the sweep's pool: workers ignore Ctrl-C and end with their parent
+
     configs = configs or {}
     args = [(r, configs.get(CHIPS[r.chip]), kernel_for(r.kernel, kernels)) for r in rows]
-    if jobs <= 1 or len(rows) < 2:
-        return [predict(r, c, k) for r, c, k in args]
-    with ProcessPoolExecutor(jobs) as pool:
-        return list(pool.map(_predict_star, args, chunksize=max(1, len(args) // (4 * jobs))))
-
-
-def _predict_star(args: tuple) -> Prediction:
-    return predict(*args)
+    out: list[Prediction | None] = [None] * len(args)
+    for i, prediction in compute(predict, args, [f"vfasim-row-{i}" for i in range(len(args))], "local",
+                                 max(jobs, 1), None):
+        out[i] = prediction
+    return [p for p in out if p is not None]
 
 
 def subset(rows: list[Row], per_group: int | None) -> list[Row]:

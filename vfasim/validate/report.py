@@ -6,8 +6,6 @@ them (means, counts). Figures are drawn without pyplot and written atomically.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from vfasim.io.outputs import save_figure
 from vfasim.validate import CHIPS
 
 if TYPE_CHECKING:
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
 
 CHIP_COLORS = {"H100-SXM": "#4c72b0", "H200": "#55a868", "B200": "#c44e52", "B300": "#8172b2",
                "Ascend-910B": "#dd8452"}
+SCATTER_FILES = ("validate_scatter.png", "validate_scatter.svg")  # what --out holds
 KERNEL_MARKERS = {"fa2": "o", "fa3": "s", "pto_manual_fa": "D", "pto_jit_flash": "^"}  # fp8 rows: "v"
 OTHER_MARKERS = ("P", "*", "X", "h", "<", ">", "p", "d")  # filled markers (hollow ones show their edge) for the rest
 
@@ -142,7 +142,7 @@ def write_scatter(groups: list[Group], out: Path) -> list[Path]:
     """Predicted vs measured on log axes with y = x, one panel per quantity; PNG + SVG, atomically."""
     fig = scatter_figure([p for g in groups for p in g.fit + g.heldout])
     out.mkdir(parents=True, exist_ok=True)
-    return [_save_atomic(fig, out / f"validate_scatter.{ext}") for ext in ("png", "svg")]
+    return save_figure(fig, [out / name for name in SCATTER_FILES], dpi=130)
 
 
 def scatter_figure(preds: list[Prediction]) -> Figure:
@@ -205,16 +205,3 @@ def _legend_handles(ps: list[Prediction]) -> list[Artist]:
                 for k, m in _markers(ps).items()]
     return handles + [Line2D([], [], ls="", marker="o", color="0.4", label="filled: fit rows"),
                       Line2D([], [], ls="", marker="o", color="0.4", mfc="none", label="hollow: held out")]
-
-
-def _save_atomic(fig: Figure, path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=130, format=path.suffix[1:])
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

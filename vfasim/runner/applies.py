@@ -1,0 +1,79 @@
+"""One strictness rule: an input that does not apply to a run is refused, naming it.
+
+``check_applies`` is called by ``vfasim.run`` (so by the command line too), by sweeps for each
+point and by ``sensitivity_table``, with the run's keywords, its merged algorithm options and
+its config. An input left at ``run``'s default is never refused; one given another value is
+refused when nothing in the run would read it:
+
+- ``lam`` on an algorithm that skips no block or row by threshold, ``topk`` on one that keeps
+  no top-k blocks (each algorithm's policy says which it does);
+- the chip-only inputs (``kernel``, ``dispatch``, ``numerics_heads``) on a config without a
+  chip section, and ``numerics`` (one core's mode) on a chip;
+- ``seed`` and ``workload`` on a run that generates no data: an algorithm whose trace does not
+  depend on the data, on a chip with no heads' numerics asked for (``numerics_heads``), or on
+  one core with ``numerics="off"`` (both are timed from ``trace_only``);
+- ``block_q`` in a one-core decode step beyond its ``queries`` rows (the tile would be cut to
+  them); on a chip a decode tile computes whole rows, so it is not cut.
+
+``check_tuning_names`` refuses a chip config whose ``kernel_tuning`` names a kernel that is
+neither shipped nor the run's own: a typo (``FA3``, ``fa9``) would leave the tuning unused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from vfasim.errors import VfasimError
+from vfasim.functional import ALGORITHMS, policy_for
+from vfasim.functional.trace_only import data_independent
+from vfasim.hw import HardwareConfig
+from vfasim.runner.options import Options, applies_to
+
+CHIP_ONLY = ("kernel", "dispatch", "numerics_heads")
+
+
+def check_applies(algo: str, config: HardwareConfig, values: Mapping[str, Any], options: Options,
+                  defaults: Mapping[str, Any]) -> None:
+    """Refuse the first input of ``values`` (or ``options``) that the run would not read (see the module notes)."""
+    for problem in _problems(algo, config, values, options, defaults):
+        raise VfasimError(problem)
+
+
+def _problems(algo: str, config: HardwareConfig, values: Mapping[str, Any], options: Options,
+              defaults: Mapping[str, Any]) -> Iterator[str]:
+    def given(name: str) -> bool:
+        return name in values and values[name] is not None and values[name] != defaults.get(name)
+
+    policy = policy_for(algo, **options.policy_options())
+    for name in ("lam", "topk"):  # the other options are scoped by policy_for itself
+        if getattr(options, name) != getattr(Options, name) and not applies_to(name, algo):
+            scope = ", ".join(a for a in ALGORITHMS if applies_to(name, a))
+            yield f"{name} applies to {scope}, not {algo}: leave it out"
+    if config.chip is None:
+        yield from (f"{n} applies to chip runs; {config.name} has no chip section" for n in CHIP_ONLY if given(n))
+        block_q, queries = values.get("block_q"), values.get("queries", 1)
+        if values.get("decode") and block_q is not None and block_q > queries:
+            yield (f"block_q {block_q} is larger than the {queries} query row(s) of the decode step: the tile would "
+                   f"be cut to them; give block_q <= {queries} or leave it out")
+        if data_independent(policy) and values.get("numerics") == "off" and values.get("qkv") is None:
+            yield from (f"{n} does not apply: {algo} with numerics off is timed without data (leave {n} out, or "
+                        "check numerics)" for n in ("seed", "workload") if given(n))
+        return
+    if given("numerics"):
+        yield "numerics applies to one-core runs; on a chip give numerics_heads (--numerics-heads)"
+    if data_independent(policy) and not values.get("numerics_heads"):
+        yield from (f"{n} does not apply: {algo}'s chip run is timed without data, and no heads' numerics are asked "
+                    "for (give numerics_heads, --numerics-heads N, to check numerics on generated data)"
+                    for n in ("seed", "workload") if given(n))
+
+
+def check_tuning_names(config: HardwareConfig, own: str | None = None) -> None:
+    """Each ``chip.kernel_tuning`` key names a shipped kernel or ``own`` (the run's kernel), else it is refused."""
+    from vfasim.kernel import builtin_kernel_names
+
+    known = [*builtin_kernel_names(), *([own] if own else [])]
+    unknown = [k for k in (config.chip.kernel_tuning if config.chip is not None else {}) if k not in known]
+    if unknown:
+        raise VfasimError(f"hw config {config.name}: chip.kernel_tuning names unknown kernel {unknown[0]!r} (shipped: "
+                          f"{', '.join(builtin_kernel_names())}; or the name of the kernel file run)")
