@@ -357,3 +357,11 @@ def test_a_lone_cta_streams_kv_at_the_measured_per_cta_rate():
     kv_bytes = 65536 * 128 * 2 * 2  # one head's K and V
     assert r.chip["splits"] == 1 and r.chip["unit_bounds"]["latency"] == 2
     assert kv_bytes / 45.9e3 < r.chip["latency_us"] < kv_bytes / 45.9e3 * 1.1
+
+
+def test_a_per_unit_stream_cap_is_an_hbm_figure_only():
+    from vfasim.hw.chip import HbmSpec, L2Spec
+
+    assert HbmSpec(bandwidth_gb_per_s=3000.0, latency_cycles=700, per_unit_gb_per_s=45.9).per_unit_gb_per_s == 45.9
+    with pytest.raises(ValueError, match="per_unit_gb_per_s"):  # the L2 would ignore it: refused, not dropped
+        L2Spec(bandwidth_gb_per_s=7000.0, latency_cycles=287, capacity_bytes=1 << 20, per_unit_gb_per_s=45.9)

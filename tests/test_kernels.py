@@ -12,7 +12,7 @@ import vfasim
 from vfasim.cli import main
 from vfasim.errors import VfasimError
 from vfasim.hw import builtin_names, load_hw
-from vfasim.kernel import WaveSplit, builtin_kernel_names, load_kernel
+from vfasim.kernel import Kernel, WaveSplit, builtin_kernel_names, load_kernel
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 SHIPPED = ("ascend-pto", "cudnn", "fa2", "fa3", "fa4", "splitkv-decode", "triton")
@@ -161,3 +161,10 @@ def test_a_device_or_pipe_given_as_a_config_is_refused_without_reading_it(option
     for path in (fifo, "/dev/zero"):
         assert main([*args, option, str(path)]) == 2
         assert "not a regular file, not a YAML file" in capsys.readouterr().err
+
+
+def test_main_tiles_at_one_split_need_a_rule_that_can_leave_one_split():
+    doc = yaml.safe_load((KERNELS / "fa3.yaml").read_text())
+    doc["decode"]["one_split_tiles"] = "main"  # fa3 fills every slot: the field could never apply
+    with pytest.raises(ValueError, match="one_split_tiles: main needs a wave_efficiency"):
+        Kernel.model_validate(doc)

@@ -176,40 +176,22 @@ class _Loop:
 def waterfill(d_hbm: np.ndarray, d_l2: np.ndarray, ports: Ports) -> tuple[np.ndarray, np.ndarray]:
     """Max-min fair speed x ∈ (0, 1] per unit given its port demand at full speed (bytes/cycle).
 
-    With ``ports.unit_hbm`` a unit's own HBM stream is capped too: x ≤ unit_hbm / d_hbm (state ``latency``: the
-    unit's loads in flight, not a shared port, hold it).
+    With ``ports.unit_hbm`` a unit's own HBM stream is capped too: x ≤ unit_hbm / d_hbm, one more level a unit may
+    stop at (state ``latency``: its loads in flight, not a shared port, hold it).
     """
-    if ports.unit_hbm is not None:
-        return _waterfill_capped(d_hbm, d_l2, ports)
     x, state = np.ones(d_hbm.size), np.zeros(d_hbm.size, np.int64)
+    own = x.copy()
+    if ports.unit_hbm is not None:
+        with np.errstate(divide="ignore"):
+            own = np.where(d_hbm > 0, np.minimum(1.0, ports.unit_hbm / d_hbm), 1.0)
     demands = [(1, d_l2, ports.l2), (2, d_hbm, ports.hbm)]
-    if all(cap is None or not need > 0 or not cap / need < 1.0 for _, d, cap in demands for need in [d.sum()]):
+    if own.min(initial=1.0) == 1.0 and all(cap is None or not need > 0 or not cap / need < 1.0
+                                           for _, d, cap in demands for need in [d.sum()]):
         return x, state  # no port saturates at full speed: every unit computes at x = 1 (the loop's first level)
     free = np.ones(d_hbm.size, bool)
     while free.any():
-        level, port = 1.0, 0
-        for code, d, cap in demands:
-            need = d[free].sum()
-            if cap is not None and need > 0:
-                room = max(cap - float(np.sum(d[~free] * x[~free])), 0.0) / need
-                if room < level:
-                    level, port = room, code
-        pick = free if port == 0 else free & (demands[port - 1][1] > 0)
-        x[pick], state[pick] = level, port
-        free &= ~pick
-    return x, state
-
-
-def _waterfill_capped(d_hbm: np.ndarray, d_l2: np.ndarray, ports: Ports) -> tuple[np.ndarray, np.ndarray]:
-    """``waterfill`` with each unit's own HBM cap as one more level it may stop at."""
-    assert ports.unit_hbm is not None
-    with np.errstate(divide="ignore"):
-        own = np.where(d_hbm > 0, np.minimum(1.0, ports.unit_hbm / d_hbm), 1.0)
-    x, state = np.ones(d_hbm.size), np.zeros(d_hbm.size, np.int64)
-    demands = [(1, d_l2, ports.l2), (2, d_hbm, ports.hbm)]
-    free = np.ones(d_hbm.size, bool)
-    while free.any():
-        level, port = float(own[free].min()), 3 if own[free].min() < 1.0 else 0
+        level = float(own[free].min())
+        port = 3 if level < 1.0 else 0
         for code, d, cap in demands:
             need = d[free].sum()
             if cap is not None and need > 0:

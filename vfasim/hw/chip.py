@@ -45,10 +45,13 @@ class MemorySpec(_Strict):
                                       description="Sustained bandwidth shared by all cores, GB/s (1e9 B)")
     latency_cycles: int = Field(strict=True, ge=0, le=MAX_CYCLES,
                                 description="Exposed latency of a unit's first access, core cycles")
+
+
+class HbmSpec(MemorySpec):
     per_unit_gb_per_s: float | None = Field(
         default=None, strict=True, gt=0, le=1e9, allow_inf_nan=False,
-        description="The most one work unit (a CTA) streams from this memory on its own, GB/s: its loads in flight "
-                    "over the latency (Little's law); absent: no limit")
+        description="The most one work unit (a CTA) streams from HBM on its own, GB/s: its loads in flight over the "
+                    "latency (Little's law); absent: no limit")
 
 
 class L2Spec(MemorySpec):
@@ -83,7 +86,7 @@ class KernelTuning(_Strict):
 class ChipSpec(_Strict):
     cores: int = Field(strict=True, gt=0, le=MAX_CORES, description="Identical cores, each the config's core")
     l2: L2Spec | None = Field(default=None, description="Shared L2 (needs hbm behind it)")
-    hbm: MemorySpec | None = Field(default=None, description="Off-chip memory shared by all cores")
+    hbm: HbmSpec | None = Field(default=None, description="Off-chip memory shared by all cores")
     core_limits: CoreLimits = Field(description="What fits on one core")
     mma_efficiency: dict[Literal["per_stream", "shared"], Annotated[float, Field(strict=True, gt=0, le=1)]] = Field(
         default_factory=dict, description="Fraction of the tensor pipes' datasheet rate each MMA path sustains in a "

@@ -14,6 +14,7 @@ writer (another ``vfasim sweep`` on the same ``--out``) from working in a folder
 from __future__ import annotations
 
 import errno
+import math
 import os
 import stat
 import sys
@@ -229,3 +230,14 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def finite(x: object) -> object:
+    """``x`` with every non-finite float (in nested dicts, lists and tuples) replaced by None: strict JSON."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x

@@ -133,6 +133,13 @@ class DecodeRule(_Strict):
                     "dependent memory round trip per split)")
     source: str = Field(min_length=1)
 
+    @model_validator(mode="after")
+    def _applies(self) -> DecodeRule:
+        if self.one_split_tiles == "main" and not isinstance(self.split_kv, WaveSplit):
+            raise ValueError("one_split_tiles: main needs a wave_efficiency split_kv rule (the only rule that can "
+                             "leave a decode launch at one split)")
+        return self
+
     def combine_block(self, head_dim: int) -> int:
         return next((c.rows for c in self.combine_rows
                      if c.head_dim_multiple_of is None or head_dim % c.head_dim_multiple_of == 0), 4)

@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import json
-import math
 
 import yaml
 
 from vfasim.functional.checks import CAUSES
 from vfasim.hw.config import HardwareConfig
+from vfasim.io.outputs import finite
 from vfasim.kernel import Kernel
 
 
 def to_json(doc: dict) -> str:
     """Strict JSON (non-finite floats become null), keys in a stable order."""
-    return json.dumps(_finite(doc), indent=2, sort_keys=False)
-
-
-def _finite(x: object) -> object:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
+    return json.dumps(finite(doc), indent=2, sort_keys=False)
 
 
 def format_run(doc: dict) -> str:

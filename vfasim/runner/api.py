@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -17,6 +16,7 @@ from vfasim.errors import VfasimError
 from vfasim.frozen import freeze, thaw
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.formats import with_matmul_format
+from vfasim.io.outputs import finite
 from vfasim.runner.applies import check_applies, check_tuning_names
 from vfasim.runner.inputs import check_schedule, checked, signature_defaults
 from vfasim.kernel import Kernel, load_kernel
@@ -85,7 +85,7 @@ class RunResult:
 
     def to_json(self, indent: int | None = 2) -> str:
         """Strict JSON of ``to_dict`` (non-finite floats as null), what ``vfasim run --json`` prints but its row."""
-        return json.dumps(_finite(self.to_dict()), indent=indent)
+        return json.dumps(finite(self.to_dict()), indent=indent)
 
 
 def to_frame(results: Iterable[RunResult]) -> pd.DataFrame:
@@ -93,16 +93,6 @@ def to_frame(results: Iterable[RunResult]) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame([r.to_row() for r in results])
-
-
-def _finite(x: object) -> object:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
 
 
 @checked
