@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -167,4 +168,27 @@ def test_main_tiles_at_one_split_need_a_rule_that_can_leave_one_split():
     doc = yaml.safe_load((KERNELS / "fa3.yaml").read_text())
     doc["decode"]["one_split_tiles"] = "main"  # fa3 fills every slot: the field could never apply
     with pytest.raises(ValueError, match="one_split_tiles: main needs a wave_efficiency"):
+        Kernel.model_validate(doc)
+
+
+def test_the_prepass_is_priced_by_its_counted_instructions_and_issue_rate():
+    """VFA's key-summary launch: counted warp instructions per element at the measured issue rate, on the cores its
+    programs occupy; twice the instructions cost about twice the compute; a rate needs a prepass to price."""
+    doc = yaml.safe_load((KERNELS / "triton.yaml").read_text())
+    k = Kernel.model_validate(doc)
+    assert k.prepass_rate(128, "16bit", 64).block_k == 64 and k.prepass_rate(128, "16bit", 128).block_k is None
+    assert k.prepass_rate(128, "8bit", 128).formats == ["8bit"]
+    shape = dict(seq_len=8192, heads=32, kv_heads=8, head_dim=128, batch=4, causal=False, numerics_heads=0)
+    base = vfasim.run("H100-SXM", "vfa", kernel=k, **shape).chip["prepass_cycles"]
+    for rate in doc["prepass_rates"]:
+        rate["warp_instructions_per_element"] *= 2
+    double = vfasim.run("H100-SXM", "vfa", kernel=Kernel.model_validate(doc), **shape).chip["prepass_cycles"]
+    hw = load_hw("H100-SXM")
+    fixed = hw.chip.launch_overhead_us * hw.clock_ghz * 1e3 + hw.chip.hbm.latency_cycles
+    elements = 4 * 8 * 8192 * 128
+    compute = elements * 0.324 / (1.117 * 132)  # the d128 16-bit row; 256 programs cover all 132 SMs
+    assert base == int(np.ceil(fixed + compute))
+    assert double - fixed == pytest.approx(2 * (base - fixed), rel=1e-3)
+    doc["minit"] = "inline"
+    with pytest.raises(ValueError, match="prepass_rates needs minit: prepass"):
         Kernel.model_validate(doc)

@@ -52,6 +52,7 @@ from vfasim.chip.units import (
     split_count,
 )
 from vfasim.errors import VfasimError
+from vfasim.formats import format_class
 from vfasim.hw.chip import BYTES_PER_GB, ChipSpec, CoreLimits, KernelTuning
 from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.kernel import Kernel, TileRule
@@ -140,21 +141,29 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     times = _main_launch(launch, timer, plan, policy, geo)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel)
     launches = 1 if combine is None else 2
-    first = _prepass_cycles(hw, plan, geo, shape) if prepass else 0
+    first = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else 0
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
         + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first
     return replace(_totals(trace, plan, launch, times, combine, int(np.ceil(end - 1e-9)), geo.flops),
                    prepass_cycles=first)
 
 
-def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileShape) -> int:
-    """VFA's key-summary launch: every core reads its share of K once from HBM and reduces it on its vector pipe
-    (the slower of the two), after a launch and one exposed memory latency; summaries written are negligible."""
+def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileShape, kernel: Kernel) -> int:
+    """VFA's key-summary launch: one program per key block of each K/V head reads its block once from HBM and
+    reduces it; the slower of that read (at the HBM bandwidth) and the compute, after a launch and one exposed
+    memory latency; the summaries written are negligible. Compute: the kernel's counted instructions at its
+    measured issue rate (``prepass_rates``) on the cores the programs occupy, else one vector operation per element."""
     chip = plan.chip
     kv_len = geo.kv_len or geo.n_kblocks * shape.block_k
     elements = geo.batch * geo.kv_heads * kv_len * shape.head_dim
-    vec = next(p for p in hw.pipelines.values() if p.role == "vector")
-    compute = elements / (chip.cores * vec.units * vec.throughput[hw.precision.vector])
+    rate = kernel.prepass_rate(shape.head_dim, format_class(hw.precision.matmul), shape.block_k)
+    if rate is not None:
+        programs = geo.batch * geo.kv_heads * -(-kv_len // shape.block_k)
+        compute = elements * rate.warp_instructions_per_element / (rate.instructions_per_cycle
+                                                                    * min(chip.cores, programs))
+    else:
+        vec = next(p for p in hw.pipelines.values() if p.role == "vector")
+        compute = elements / (chip.cores * vec.units * vec.throughput[hw.precision.vector])
     memory = elements * shape.kv_bytes / plan.ports.hbm if plan.ports.hbm else 0.0
     latency = chip.hbm.latency_cycles if chip.hbm is not None else 0
     return int(np.ceil(chip.launch_overhead_us * hw.clock_ghz * 1e3 + latency + max(compute, memory)))

@@ -19,8 +19,10 @@ Assumptions:
   warps (``producer_threads`` × ``producer_registers_per_thread``).
 - VFA's key summaries: with ``minit: prepass`` the chip model prices them as a launch
   of their own before the attention kernel (one read of K at the HBM bandwidth, or
-  the vector work, whichever is slower, plus the launch cost); with ``inline`` they
-  stay in the trace of the stream that first needs them.
+  the compute, whichever is slower, plus the launch cost and one memory latency; the
+  compute is the kernel's counted instructions at its measured issue rate where
+  ``prepass_rates`` gives them, else one vector operation per element); with
+  ``inline`` they stay in the trace of the stream that first needs them.
 - Causal masking: the model masks only the blocks the diagonal crosses and
   skips the fully hidden ones (every shipped kernel's path); no other path is
   modelled, so the field admits only that value.
@@ -65,6 +67,25 @@ class TileRule(_Strict):
         strict=True, default=None, ge=0, le=255, description="Registers of each producer thread with this tile (absent: the "
                                                 "kernel's)")
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
+
+
+class PrepassRate(_Strict):
+    """What VFA's key-summary launch (``minit: prepass``) issues per element of K, for head dims up to one.
+
+    The launch's compute time on a core is elements × ``warp_instructions_per_element`` / ``instructions_per_cycle``
+    (its reductions are issue- and latency-bound: few CTAs fit, each reduces one key block across its warps).
+    """
+
+    head_dim_max: int = Field(strict=True, gt=0, le=1024, description="The rate applies to head dims up to this one")
+    formats: list[FormatClass] | None = Field(default=None, description="Matmul format classes of K it applies to; "
+                                              "absent: any")
+    block_k: int | None = Field(strict=True, default=None, gt=0, le=MAX_TILE, description="Applies only to key blocks "
+                                "of this many keys (one program's share); absent: any")
+    warp_instructions_per_element: float = Field(gt=0, le=64, description="Warp instructions the launch executes per "
+                                                 "element of K (a count, e.g. Nsight Compute's inst_executed)")
+    instructions_per_cycle: float = Field(gt=0, le=8, description="Warp instructions one core issues per cycle of the "
+                                          "config's clock while the launch runs")
+    source: str = Field(min_length=1, description="Where both numbers come from, or 'assumed, because ...'")
 
 
 class WaveSplit(_Strict):
@@ -190,6 +211,9 @@ class Kernel(_Strict):
         description="Where VFA's key summaries are made: prepass - a separate launch reads K once and writes them, "
                     "the attention kernel reads them in its prologue; inline - the tile stream that first needs a K/V "
                     "head's summaries computes them (the paper's prelude), sharing them with the head's other streams")
+    prepass_rates: list[PrepassRate] = Field(
+        default_factory=list, description="With minit: prepass, the key-summary launch's instruction count and issue "
+        "rate by head dim (first match wins); none matching: one vector operation per element on the vector pipes")
     causal_masking: Literal["diagonal_blocks"] = Field(description="Which blocks a causal mask touches: only those "
                                                        "the diagonal crosses (hidden blocks skipped)")
     decode: DecodeRule | None = Field(default=None, description="The decode path; absent: the kernel has none")
@@ -203,6 +227,8 @@ class Kernel(_Strict):
             rows = self.stream_rows or rule.block_q
             if rule.block_q % rows:
                 raise ValueError(f"tiles.{i}.block_q {rule.block_q} is not a multiple of stream_rows {rows}")
+        if self.prepass_rates and self.minit != "prepass":
+            raise ValueError("prepass_rates needs minit: prepass (no key-summary launch to price)")
         if self.mma == "shared" and self.operands_from_shared:
             raise ValueError("operands_from_shared needs mma: per_stream (warp-group MMAs read shared memory "
                              "themselves)")
@@ -225,6 +251,11 @@ class Kernel(_Strict):
     def streams_per_cta(self, rule: TileRule) -> int:
         """Tile streams of a CTA with this tile; a tile of no more rows than one stream's is one stream."""
         return rule.block_q // min(self.stream_rows or rule.block_q, rule.block_q)
+
+    def prepass_rate(self, head_dim: int, fmt: FormatClass, block_k: int) -> PrepassRate | None:
+        """The first prepass rate for this head dim, format class and key block, or None."""
+        return next((r for r in self.prepass_rates if head_dim <= r.head_dim_max
+                     and (r.formats is None or fmt in r.formats) and r.block_k in (None, block_k)), None)
 
     def runs_on(self, chip: str, builtin_chips: list[str]) -> bool:
         """True unless ``chip`` is a built-in chip missing from ``targets`` (a config of one's own runs any kernel)."""

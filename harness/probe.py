@@ -1,0 +1,75 @@
+"""Kernels to run under Nsight Compute: each case launched twice (compile + warm, then the profiled launch).
+
+Usage on the GPU machine (repository root)::
+
+    ncu --clock-control none --kernel-name regex:"attn_fwd|krepr_kernel" --launch-skip 0 \\
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \\
+        --section WarpStateStats --page raw --csv python3 -m harness.probe --configs '64=128,64,8,3;...'
+
+ncu lists the launches in launch order; ``--manifest`` writes one line per launch (case, kernel, whether it is the
+profiled second launch), so the raw CSV's rows can be matched to cases without relying on kernel names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+
+#: (mode, dtype, head_dim, causal, batch, heads, seq_len): the FA3-regime shapes (16K tokens, heads x head_dim 2048)
+DEFAULT_CASES = tuple((m, dt, d, False, 4, 2048 // d, 4096) for d in (64, 128, 256) for dt in ("fp16",)
+                      for m in ("fa2", "vfa", "dots")) + (("fa2", "fp8_e4m3", 128, False, 4, 16, 4096),
+                                                          ("vfa", "fp8_e4m3", 128, False, 4, 16, 4096))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    from harness import kernels
+    from harness.attention import Case, Inputs
+    from harness.worker import parse_configs
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", default="", help="tile configs 'D=BM,BN,warps,stages;...' (default: built-in)")
+    ap.add_argument("--manifest", default="", help="CSV of the launches in order")
+    ap.add_argument("--krepr", default="", help="instead of the attention cases, krepr_kernel alone on the same "
+                    "shapes: 'D:dtype:block_n,...' (e.g. '128:fp16:64,64:fp8_e4m3:64')")
+    a = ap.parse_args(argv)
+    if a.configs:
+        kernels.CONFIGS.update(parse_configs(a.configs))
+    launches = []
+    if a.krepr:
+        for i, spec in enumerate(a.krepr.split(",")):
+            d, dtype, bn = spec.split(":")
+            d, bn = int(d), int(bn)
+            q, k, v = Inputs(Case(4, 2048 // d, 2048 // d, 4096, 4096, d, False, "probe"), 2000 + i).get(dtype)
+            for rep in ("compile", "profiled"):
+                kernels.krepr(k, bn)
+                launches.append((i, f"krepr{bn}", dtype, d, False, 4, 2048 // d, 4096, "krepr_kernel", rep))
+            torch.cuda.synchronize()
+            print(f"krepr {i}: {dtype} d{d} block_n {bn}", file=sys.stderr, flush=True)
+    for i, (mode, dtype, d, causal, b, h, n) in enumerate(() if a.krepr else DEFAULT_CASES):
+        q, k, v = Inputs(Case(b, h, h, n, n, d, causal, "probe"), 1000 + i).get(dtype)
+        cfg = kernels.config_for(d, n)
+        kr = None
+        if mode == "vfa":
+            kr = kernels.krepr(k, cfg[1])
+            launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", "compile"))
+        for rep in ("compile", "profiled"):
+            if mode == "vfa":
+                kernels.krepr(k, cfg[1], out=kr)
+                launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", rep))
+            kernels.attention(q, k, v, causal, mode, kr=kr)
+            launches.append((i, mode, dtype, d, causal, b, h, n, "attn_fwd", rep))
+        torch.cuda.synchronize()
+        print(f"case {i}: {mode} {dtype} d{d} b{b} h{h} n{n} blocks {cfg}", file=sys.stderr, flush=True)
+    if a.manifest:
+        with open(a.manifest, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["case", "mode", "dtype", "head_dim", "causal", "batch", "heads", "seq_len", "kernel", "launch"])
+            w.writerows(launches)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
