@@ -32,12 +32,27 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", default="", help="tile configs 'D=BM,BN,warps,stages;...' (default: built-in)")
     ap.add_argument("--manifest", default="", help="CSV of the launches in order")
+    ap.add_argument("--sdpa", default="", help="instead of the Triton cases, PyTorch SDPA calls: "
+                    "'backend:dtype:D:causal:batch:heads:kv_heads:seq_q:seq_k,...' with backend sdpa_flash or sdpa_cudnn")
     ap.add_argument("--krepr", default="", help="instead of the attention cases, krepr_kernel alone on the same "
                     "shapes: 'D:dtype:block_n,...' (e.g. '128:fp16:64,64:fp8_e4m3:64')")
     a = ap.parse_args(argv)
     if a.configs:
         kernels.CONFIGS.update(parse_configs(a.configs))
     launches = []
+    if a.sdpa:
+        from harness.attention import sdpa_call
+
+        for i, spec in enumerate(a.sdpa.split(",")):
+            be, dtype, d, causal, b, h, hkv, nq, nk = spec.split(":")
+            d, b, h, hkv, nq, nk, causal = int(d), int(b), int(h), int(hkv), int(nq), int(nk), causal == "1"
+            q, k, v = Inputs(Case(b, h, hkv, nq, nk, d, causal, "probe"), 3000 + i).get(dtype)
+            fn = sdpa_call(be, q, k, v, causal)  # runs once: the compile/warm launch(es)
+            launches.append((i, be, dtype, d, causal, b, h, nk, f"q{nq}kv{hkv}", "compile"))
+            fn()
+            launches.append((i, be, dtype, d, causal, b, h, nk, f"q{nq}kv{hkv}", "profiled"))
+            torch.cuda.synchronize()
+            print(f"sdpa {i}: {spec}", file=sys.stderr, flush=True)
     if a.krepr:
         for i, spec in enumerate(a.krepr.split(",")):
             d, dtype, bn = spec.split(":")
@@ -48,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                 launches.append((i, f"krepr{bn}", dtype, d, False, 4, 2048 // d, 4096, "krepr_kernel", rep))
             torch.cuda.synchronize()
             print(f"krepr {i}: {dtype} d{d} block_n {bn}", file=sys.stderr, flush=True)
-    for i, (mode, dtype, d, causal, b, h, n) in enumerate(() if a.krepr else DEFAULT_CASES):
+    for i, (mode, dtype, d, causal, b, h, n) in enumerate(() if a.krepr or a.sdpa else DEFAULT_CASES):
         q, k, v = Inputs(Case(b, h, h, n, n, d, causal, "probe"), 1000 + i).get(dtype)
         cfg = kernels.config_for(d, n)
         kr = None

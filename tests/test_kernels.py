@@ -192,3 +192,19 @@ def test_the_prepass_is_priced_by_its_counted_instructions_and_issue_rate():
     doc["minit"] = "inline"
     with pytest.raises(ValueError, match="prepass_rates needs minit: prepass"):
         Kernel.model_validate(doc)
+
+
+def test_a_head_dim_computes_at_the_next_compiled_one_with_its_real_columns_moved():
+    """FA2 runs head dim 80 in its hdim96 kernel: the MMAs cost what 96's do, the loads move 80 columns, the
+    FLOPs counted are 80's; unsorted head_dims are refused."""
+    fa2 = load_kernel("fa2")
+    assert fa2.compute_head_dim(80) == 96 and fa2.compute_head_dim(96) == 96 and fa2.compute_head_dim(300) == 300
+    shape = dict(seq_len=2048, heads=16, kv_heads=4, batch=2, causal=True, numerics_heads=0)
+    d80 = vfasim.run("H100-SXM", "fa2", kernel="fa2", head_dim=80, **shape)
+    d96 = vfasim.run("H100-SXM", "fa2", kernel="fa2", head_dim=96, **shape)
+    assert d80.pipelines["tensor"]["busy_cycles"] == d96.pipelines["tensor"]["busy_cycles"]
+    assert d80.chip["hbm_bytes"] < d96.chip["hbm_bytes"] and d80.chip["flops"] < d96.chip["flops"]
+    doc = yaml.safe_load((KERNELS / "fa2.yaml").read_text())
+    doc["head_dims"] = [64, 32]
+    with pytest.raises(ValueError, match="ascending order"):
+        Kernel.model_validate(doc)

@@ -181,6 +181,9 @@ class Kernel(_Strict):
     measured_as: list[str] = Field(default_factory=list, description="Kernel names of validation tables whose "
                                    "rows this description predicts")
     tiles: list[TileRule] = Field(min_length=1, description="Tile table, first match wins")
+    head_dims: list[int] = Field(default_factory=list, description="Head dims the kernel is compiled for, ascending: "
+                                 "a run's head dim computes at the next one up (zero-padded columns in its MMAs and "
+                                 "O work; loads and stores move the real columns); empty: every head dim as is")
     warps: int = Field(strict=True, gt=0, le=64, description="Warps per tile stream, where a tile rule gives none")
     stream_rows: int | None = Field(strict=True, default=None, gt=0, le=MAX_TILE,
                                     description="Query rows one tile stream computes (a consumer warp group); "
@@ -227,6 +230,10 @@ class Kernel(_Strict):
             rows = self.stream_rows or rule.block_q
             if rule.block_q % rows:
                 raise ValueError(f"tiles.{i}.block_q {rule.block_q} is not a multiple of stream_rows {rows}")
+        if any(not isinstance(d, int) or isinstance(d, bool) or not 0 < d <= MAX_TILE for d in self.head_dims) \
+                or self.head_dims != sorted(set(self.head_dims)):
+            raise ValueError(f"head_dims must be distinct positive integers up to {MAX_TILE} in ascending order, got "
+                             f"{self.head_dims}")
         if self.prepass_rates and self.minit != "prepass":
             raise ValueError("prepass_rates needs minit: prepass (no key-summary launch to price)")
         if self.mma == "shared" and self.operands_from_shared:
@@ -251,6 +258,10 @@ class Kernel(_Strict):
     def streams_per_cta(self, rule: TileRule) -> int:
         """Tile streams of a CTA with this tile; a tile of no more rows than one stream's is one stream."""
         return rule.block_q // min(self.stream_rows or rule.block_q, rule.block_q)
+
+    def compute_head_dim(self, head_dim: int) -> int:
+        """The head dim a run computes at: the next compiled one up (``head_dims``), else its own."""
+        return next((d for d in self.head_dims if d >= head_dim), head_dim)
 
     def prepass_rate(self, head_dim: int, fmt: FormatClass, block_k: int) -> PrepassRate | None:
         """The first prepass rate for this head dim, format class and key block, or None."""

@@ -79,11 +79,13 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
                 splits)
     trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, seed, workload,
                                    decode, queries, group, options.lam, pad_to=block_q if decode else 0)
+    compute_dim = k.compute_head_dim(head_dim)
+    trace = _padded_compute(trace, head_dim, compute_dim)
     tu = Tiling(*unit_args, heads // group, kv_heads)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative, seq_len, splits, rows)
-    res = simulate_chip(trace, config, k, rule, geo, _shape(dataclasses.replace(tu, block_q=block_q), precision),
-                        dispatch, schedule)  # a tile holds its whole rows, valid or not
+    tile = dataclasses.replace(tu, block_q=block_q, head_dim=compute_dim)  # whole rows, valid or not; padded columns
+    res = simulate_chip(trace, config, k, rule, geo, _shape(tile, precision), dispatch, schedule)
     numerics, used = _numerics(config, algo, options, numerics_heads, heads, kv_heads, tiling_args, seed,
                                workload, decode, queries, policy, cache)
     if trace_out is not None:
@@ -202,6 +204,21 @@ def _predicated(trace: Trace, valid: int, rows: int) -> Trace:
         return trace
     rowwise = np.isin(trace.kind, [OP_CODES["load_q"], OP_CODES["store_o"]])
     work = np.where(rowwise, trace.work * valid // rows, trace.work)
+    return dataclasses.replace(trace, work=work)
+
+
+#: op kinds whose work grows with the head dim the kernel computes at (its MMAs and its O work); loads and stores
+#: move only the real columns (their copies are predicated), and the scores' ops do not depend on it
+PADDED_KINDS = ("qk_matmul", "pv_matmul", "minit_matmul", "move_o", "move_pv", "rescale_o", "accumulate_o",
+                "accumulate_pv", "normalize")
+
+
+def _padded_compute(trace: Trace, head_dim: int, compute_dim: int) -> Trace:
+    """``trace`` as a kernel compiled for ``compute_dim`` runs it: the work of ``PADDED_KINDS`` scaled up."""
+    if compute_dim == head_dim:
+        return trace
+    padded = np.isin(trace.kind, [OP_CODES[k] for k in PADDED_KINDS])
+    work = np.where(padded, -(-trace.work * compute_dim // head_dim), trace.work)
     return dataclasses.replace(trace, work=work)
 
 

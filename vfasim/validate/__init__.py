@@ -47,7 +47,10 @@ TABLE_FORMATS = {dtype: name for name, dtype in MATMUL_FORMATS.items()}
 UNVERIFIED_TABLES = frozenset({"h100_fa3_fp8_forward.csv"})
 #: the declared fit rows: sequence lengths (every other length is held out)
 FIT_SEQ_LENS = (1024, 8192)
-CHIP_KERNELS = ("fa2", "fa3", "ascend-pto", "triton")  # kernels whose per-chip tuning `fit` sets
+CHIP_KERNELS = ("fa2", "fa3", "ascend-pto", "triton", "cudnn")  # kernels whose per-chip tuning `fit` sets
+#: tuning values a (chip, kernel) takes from the kernel's own microbenchmark: kept as configured by the fit and in
+#: tier 1 (a microbenchmark is a spec-only source), never fitted
+MEASURED = {("H100-SXM", "triton"): ("tensor_efficiency",)}
 #: table kernels that run another algorithm than fa2 on their kernel, and which launches their time covers:
 #: all, main (the attention kernel alone) or prepass (VFA's key-summary launch alone)
 ROW_RUNS = {"triton_vfa": ("vfa", "all"), "triton_vfa_attn": ("vfa", "main"), "triton_vfa_minit": ("vfa", "prepass")}
@@ -259,10 +262,15 @@ def regime(p: Prediction) -> str:
 
 
 def spec_only(config: HardwareConfig) -> HardwareConfig:
-    """Tier 1: ``config`` with no fitted per-kernel tuning (every kernel at its datasheet rates, no fixed cost)."""
+    """Tier 1: ``config`` with no fitted per-kernel tuning (every kernel at its datasheet or microbenchmark rates,
+    no fixed cost); the values ``MEASURED`` names are kept."""
+    from vfasim.hw.chip import KernelTuning
+
     if config.chip is None or not config.chip.kernel_tuning:
         return config
-    return config.model_copy(update={"chip": config.chip.model_copy(update={"kernel_tuning": {}})})
+    kept = {style: KernelTuning(**{n: getattr(t, n) for n in MEASURED[(config.name, style)]})
+            for style, t in config.chip.kernel_tuning.items() if (config.name, style) in MEASURED}
+    return config.model_copy(update={"chip": config.chip.model_copy(update={"kernel_tuning": kept})})
 
 
 def mape(preds: list[Prediction]) -> float | None:

@@ -21,6 +21,7 @@ from vfasim.kernel import Kernel
 from vfasim.validate import (
     CHIP_KERNELS,
     CHIPS,
+    MEASURED,
     ROW_RUNS,
     Prediction,
     Row,
@@ -47,13 +48,15 @@ class Fitted:
     at_bound: list[str]
     rows: int
     mape_fit: float
+    kept: tuple[str, ...] = ()  # values taken from a microbenchmark as configured, not fitted
 
     def yaml(self) -> str:
         lines = [f"    {self.style}:"]
         for k, v in self.values.items():
             shown = f"{v:.3f}" if k == "tensor_efficiency" else f"{int(round(v))}"
-            lines.append(f"      {k}: {shown}  # source: fitted on {self.rows} rows with seq_len in the fit set by: "
-                         f"vfasim validate --fit")
+            why = "measured, kept as configured (not fitted)" if k in self.kept else \
+                f"fitted on {self.rows} rows with seq_len in the fit set by: vfasim validate --fit"
+            lines.append(f"      {k}: {shown}  # source: {why}")
         return "\n".join(lines)
 
 
@@ -65,20 +68,26 @@ def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1) -> Fitted |
         return None
     base = load_hw(chip)
     values = {"tensor_efficiency": 1.0, "unit_overhead_cycles": 0.0}
+    kept = MEASURED.get((chip, style), ())
+    shipped = base.chip.kernel_tuning.get(style) if base.chip is not None else None
+    if kept and shipped is None:
+        raise ValueError(f"{chip}: {style}'s measured {', '.join(kept)} is missing from its config")
+    values.update({n: float(getattr(shipped, n)) for n in kept})
 
     def loss(**trial: float) -> float:
         cfg = _tuned(base, style, {**values, **trial})
         return mape(predict_all(mine, {chip: cfg}, jobs)) or 0.0
 
-    for _ in range(ROUNDS):
-        for name, (lo, hi) in RANGES.items():
+    free = {n: r for n, r in RANGES.items() if n not in kept}
+    for _ in range(ROUNDS if len(free) > 1 else 1):
+        for name, (lo, hi) in free.items():
             values[name] = float(_golden(lambda x: loss(**{name: x}), lo, hi))  # called at once: no late binding
-    return Fitted(chip, style, values, at_bound(values), len(mine), loss())
+    return Fitted(chip, style, values, at_bound(values, kept), len(mine), loss(), kept)
 
 
-def at_bound(values: dict[str, float]) -> list[str]:
-    """Names of the values within 1% of either end of their fit range."""
-    return [n for n, (lo, hi) in RANGES.items() if min(values[n] - lo, hi - values[n]) <= 0.01 * (hi - lo)]
+def at_bound(values: dict[str, float], kept: tuple[str, ...] = ()) -> list[str]:
+    """Names of the fitted values within 1% of either end of their fit range."""
+    return [n for n, (lo, hi) in RANGES.items() if n not in kept and min(values[n] - lo, hi - values[n]) <= 0.01 * (hi - lo)]
 
 
 def _tuned(base: HardwareConfig, style: str, values: dict[str, float]) -> HardwareConfig:
@@ -187,7 +196,8 @@ def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[K
     for chip in sorted({chip_name(r) for r in mine}):
         cfg = load_hw(chip).chip
         for style, t in (cfg.kernel_tuning.items() if cfg is not None else ()):
-            tuning[f"{chip}/{style}"] = {**t.model_dump(), "at_bound": at_bound(t.model_dump())}
+            kept = MEASURED.get((chip, style), ())
+            tuning[f"{chip}/{style}"] = {**t.model_dump(), "at_bound": at_bound(t.model_dump(), kept)}
     measured = {CHIPS[r.chip] for r in load_rows() if r.chip in CHIPS}
     chips = [n for n in builtin_names() if load_hw(n).chip is not None and n not in measured]
     return Validation(groups(preds, spec), preds, skipped, ratio_errors(preds), tuning, chips)
