@@ -23,12 +23,6 @@ DEFAULT_CASES = tuple((m, dt, d, False, 4, 2048 // d, 4096) for d in (64, 128, 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch
-
-    from harness import kernels
-    from harness.attention import Case, Inputs
-    from harness.worker import parse_configs
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", default="", help="tile configs 'D=BM,BN,warps,stages;...' (default: built-in)")
     ap.add_argument("--manifest", default="", help="CSV of the launches in order")
@@ -37,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--krepr", default="", help="instead of the attention cases, krepr_kernel alone on the same "
                     "shapes: 'D:dtype:block_n,...' (e.g. '128:fp16:64,64:fp8_e4m3:64')")
     a = ap.parse_args(argv)
+    import torch  # after the arguments: --help needs no GPU stack
+
+    from harness import kernels
+    from harness.attention import Case, Inputs
+    from harness.worker import parse_configs
+
     if a.configs:
         kernels.CONFIGS.update(parse_configs(a.configs))
     launches = []

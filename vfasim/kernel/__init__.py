@@ -3,4 +3,5 @@
 from vfasim.kernel.model import DecodeRule, Kernel, PrepassRate, TileRule, WaveSplit
 from vfasim.kernel.registry import builtin_kernel_names, kernels_measured_as, load_kernel
 
-__all__ = ["DecodeRule", "Kernel", "PrepassRate", "TileRule", "WaveSplit", "builtin_kernel_names", "kernels_measured_as", "load_kernel"]
+__all__ = ["DecodeRule", "Kernel", "PrepassRate", "TileRule", "WaveSplit", "builtin_kernel_names", "kernels_measured_as",
+           "load_kernel"]

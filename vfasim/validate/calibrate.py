@@ -87,7 +87,8 @@ def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1) -> Fitted |
 
 def at_bound(values: dict[str, float], kept: tuple[str, ...] = ()) -> list[str]:
     """Names of the fitted values within 1% of either end of their fit range."""
-    return [n for n, (lo, hi) in RANGES.items() if n not in kept and min(values[n] - lo, hi - values[n]) <= 0.01 * (hi - lo)]
+    return [n for n, (lo, hi) in RANGES.items()
+            if n not in kept and min(values[n] - lo, hi - values[n]) <= 0.01 * (hi - lo)]
 
 
 def _tuned(base: HardwareConfig, style: str, values: dict[str, float]) -> HardwareConfig:
