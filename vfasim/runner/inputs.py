@@ -46,7 +46,7 @@ import numpy as np
 from vfasim.errors import VfasimError
 from vfasim.functional import sampling
 from vfasim.runner.options import OPTION_RULES, Options
-from vfasim.runner.rules import flag, integer, number, optional, path, text, window
+from vfasim.runner.rules import core_list, flag, integer, number, optional, path, text, window
 
 LONG_RUN_S = 60.0
 BASE_BYTES = 240 * 2**20  # interpreter, NumPy, pandas, the engine's step batches (STEP_BYTES each)
@@ -73,6 +73,7 @@ RULES: dict[str, Callable[[str, object], object]] = {
     "kv_heads": optional(integer), "queries": integer, "seed": lambda n, v: integer(n, v, 0),
     "causal": flag, "decode": flag, "progress": flag, "cache": flag, "algo": text, "workload": text, "schedule": text,
     "qkv": optional(path), "trace_out": optional(path), "trace_window": optional(window),
+    "trace_cores": optional(core_list),
     "batch": integer, "numerics_heads": lambda n, v: integer(n, v, 0), "kernel_style": optional(text),
     "kernel": optional(lambda n, v: v if _is_kernel(v) else str(path(n, v))), "dispatch": optional(text),
 }
@@ -162,6 +163,8 @@ def check_combination(values: Mapping[str, Any], defaults: Mapping[str, Any]) ->
                               "its sizes")
     elif "seq_len" in values and not _on_chip({**defaults, **values}):  # a chip launch: ``check_chip_plan``
         check_plan(values, defaults)
+    if values.get("trace_cores") is not None and values.get("trace_out") is None:
+        raise VfasimError("trace_cores applies with trace_out (--trace-out FILE): it picks the cores the trace draws")
     if values.get("trace_out") is not None and str(values["trace_out"]) != "-":  # "-": standard output
         from vfasim.io.outputs import check_file_target
 
