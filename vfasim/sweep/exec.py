@@ -116,7 +116,8 @@ def _on_dask(fn: Callable[..., R], tasks: Sequence[tuple[Any, ...]], names: Sequ
                           "(start workers with: dask worker ADDRESS)") from None
     futures = {client.submit(fn, *args, key=name): i for i, (args, name) in enumerate(zip(tasks, names))}
     client_log = logging.getLogger("distributed.client")
-    level, client_log.level = client_log.level, logging.ERROR  # a lost worker is one line (WorkLost), not many
+    level = client_log.level
+    client_log.setLevel(logging.ERROR)  # a lost worker is one line (WorkLost), not many
     try:
         for fut in distributed.as_completed(futures):
             try:
