@@ -165,10 +165,13 @@ def _second_group_kills_its_worker(journal: str) -> None:
 
     groups = []
 
+    def journaled() -> bool:  # the sweep opens its journal before the first point ends: wait for a line
+        return Path(journal).is_file() and b"\n" in Path(journal).read_bytes()
+
     def run_group(*args):
         groups.append(args)
         end = time.monotonic() + 30
-        while len(groups) == 2 and not Path(journal).is_file() and time.monotonic() < end:
+        while len(groups) == 2 and not journaled() and time.monotonic() < end:
             time.sleep(0.05)
         if len(groups) == 2:
             os.kill(os.getpid(), signal.SIGKILL)
