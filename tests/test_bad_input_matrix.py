@@ -86,6 +86,14 @@ CASES: dict[str, Case] = {
     "ign-topk-sensitivity": cli("ignored options", "sensitivity", "--algo", "vfa", *SMALL, "--topk", "3",
                                 names=("topk", "vfa")),
     "ign-lam-sweep": cli("ignored options", *SWEEP, "--algo", "fa2", "--set", "lam=0.1,0.2", names=("lam", "fa2")),
+    "ign-trace-cores-core": cli("ignored options", "run", *SMALL, "--trace-out", "t.json", "--trace-cores", "0",
+                                names=("trace_cores", "chip")),
+    "ign-trace-cores-no-out": cli("ignored options", "run", *CHIP, "--trace-cores", "0", names=("trace_cores",
+                                                                                               "trace-out")),
+    "trace-cores-missing": cli("chip runs", "run", *CHIP, "--trace-out", "t.json", "--trace-cores", "0,132",
+                               names=("trace_cores", "0-131", "132")),
+    "trace-cores-text": cli("chip runs", "run", *CHIP, "--trace-out", "t.json", "--trace-cores", "a,b",
+                            names=("--trace-cores", "a,b")),
     # decode
     "dec-bq-big": cli("decode", "run", *SMALL, "--decode", "--queries", "4", "--block-q", "256",
                       names=("block_q 256", "4 query")),
@@ -96,6 +104,8 @@ CASES: dict[str, Case] = {
                            "--heads", "100000000", names=("work units", "heads 100000000", "memory")),
     "chip-batch-heads-big": cli("chip runs", "run", "--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024",
                                 "--heads", "64", "--batch", "100000", names=("batch 100000", "memory", "available")),
+    "core-timing-only-huge": cli("chip runs", "run", "--algo", "fa2", "--numerics", "off", "--seq-len", "4000000",
+                                 names=("seq_len 4000000", "memory", "available")),
     "chip-sensitivity": cli("chip runs", "sensitivity", "--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "1024",
                             "--heads", "8", names=("sensitivity", "H100-SXM", "chip")),
     "chip-bsfa": cli("chip runs", "run", "--hw", "H200", "--algo", "bsfa", "--seq-len", "1024", "--heads", "4",
@@ -236,8 +246,7 @@ def listing(root: Path) -> dict[str, int]:
 
 
 def cap_memory(monkeypatch: pytest.MonkeyPatch, available: float) -> None:
-    for module in ("vfasim.runner.inputs", "vfasim.runner.prepare"):
-        monkeypatch.setattr(f"{module}.available_bytes", lambda: available, raising=False)
+    monkeypatch.setattr("vfasim.runner.inputs.available_bytes", lambda: available)
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
@@ -295,6 +304,21 @@ def test_stdout_that_cannot_take_the_result_is_one_line_and_exit_2(tmp_path: Pat
                           capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("error: ") and "standard output" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_under_an_address_space_cap_a_run_too_large_is_refused_by_its_estimate(tmp_path: Path) -> None:
+    """A real cap (``ulimit -v`` 1.5 GiB), not a patched one: the estimate refuses the run before it allocates,
+    rather than the allocation failing (``out of memory``) or the kernel killing it."""
+    import resource
+
+    cap = 1536 * 2**20
+    proc = subprocess.run([sys.executable, "-m", "vfasim", "run", "--algo", "fa2", "--numerics", "off", "--seq-len",
+                           "262144"], cwd=tmp_path, text=True, capture_output=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
+    assert (proc.returncode, proc.stdout, proc.stderr.count("\n")) == (2, "", 1), proc.stderr
+    assert "seq_len 262144" in proc.stderr and "GiB available" in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -268,6 +268,31 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Path)
     assert [p.name for p in tmp_path.iterdir()] == ["results.parquet"] and target.read_text() == "old"
 
 
+#: a write through the safe writer that says "writing" once its temporary holds half the content, then waits
+HALF_WRITE = "import sys, time; from pathlib import Path; from vfasim.io.outputs import write_with; " \
+             "write_with(Path(sys.argv[1]), lambda tmp: (tmp.write_text('half'), print('writing', flush=True), " \
+             "time.sleep(60)))"
+
+
+def test_a_write_killed_midway_leaves_a_temporary_that_the_next_write_removes(tmp_path: Path) -> None:
+    target = tmp_path / "results.csv"
+    target.write_text("old")
+    proc = subprocess.Popen([sys.executable, "-c", HALF_WRITE, str(target)], text=True, stdout=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
+    proc.kill()
+    proc.wait(timeout=10)
+    left = [p.name for p in tmp_path.iterdir() if p != target]
+    assert left == [f".results.csv.{left[0].split('.')[3]}.{proc.pid}.tmp"], left  # named for the target and pid
+    live = tmp_path / f".results.csv.abc123.{os.getpid()}.tmp"  # a write in progress (this process runs)
+    other = tmp_path / f".results.csv.2.abc123.{proc.pid}.tmp"  # the temporary of another target, results.csv.2
+    live.write_text("")
+    other.write_text("")
+    write_text(target, "new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, live.name, other.name])
+    assert target.read_text() == "new"
+
+
 #: the CLI, saying "ready" on stderr once imported (main installs its Ctrl-C handler right after)
 READY_CLI = "import sys; from vfasim.cli import main; print('ready', file=sys.stderr, flush=True); " \
             "sys.exit(main(sys.argv[1:]))"

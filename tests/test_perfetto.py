@@ -212,6 +212,28 @@ def test_perfetto_keeps_every_slice_of_a_chip_run(algo, shape, tmp_path):
     assert {"batch", "head", "qblock", "split", "cycles"} <= set(by_phase(doc, "X")[0]["args"])
 
 
+def test_a_chip_trace_draws_the_ops_of_the_cores_asked_for_inside_their_units(tmp_path):
+    import vfasim
+    from vfasim.trace import OP_KINDS
+
+    out = tmp_path / "t.json"
+    vfasim.run("H100-SXM", "vfa", kernel="fa3", seq_len=1024, heads=4, trace_out=out, trace_cores=(0, 5))
+    doc = json.loads(out.read_text())
+    processes = [e["args"]["name"] for e in by_phase(doc, "M") if e["name"] == "process_name"]
+    assert processes == ["memory", "core 0 (cores 0, 5 of 132 shown)", "core 5 (cores 0, 5 of 132 shown)"]
+    units = {e["pid"]: e for e in by_phase(doc, "X") if e["cat"] == "unit"}
+    ops = [e for e in by_phase(doc, "X") if e["cat"] == "op"]
+    assert set(units) == {2, 7} and {e["pid"] for e in ops} == {2, 7} and {e["name"] for e in ops} <= set(OP_KINDS)
+    assert {"qk_matmul", "exp", "pv_matmul"} <= {e["name"] for e in ops}
+    for e in ops:  # each op inside its unit's span, on a pipeline's track of its slot
+        unit = units[e["pid"]]
+        assert unit["ts"] <= e["ts"] and e["ts"] + e["dur"] <= unit["ts"] + unit["dur"] + 1e-9
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in by_phase(doc, "M") if e["name"] == "thread_name"}
+    assert {threads[e["pid"], e["tid"]] for e in ops} == {"slot 0 · tensor", "slot 0 · vector", "slot 0 · exp",
+                                                         "slot 0 · mover"}
+    assert dropped_by_perfetto(doc) == 0
+
+
 def test_touching_ops_touch_in_integer_ns_at_any_clock():
     trace, timeline, doc = doc_for(clock_ghz=1.755, score_buffers=2)
     assert dropped_by_perfetto(doc) == 0

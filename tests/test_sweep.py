@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -151,6 +154,51 @@ def test_local_processes_and_dask_match_in_process(tmp_path):
     pd.testing.assert_frame_equal(on_dask, serial)
     by_cli = pd.read_csv(tmp_path / "dask-cli" / "results.csv")
     assert list(by_cli["latency_cycles"]) == list(serial["latency_cycles"])
+
+
+def _second_group_kills_its_worker(journal: str) -> None:
+    """On a Dask worker: the second group it runs SIGKILLs the worker's process once the sweep has journaled the
+    first (the restarted worker runs the rest as they are)."""
+    import os
+    import signal
+    import time
+
+    groups = []
+
+    def journaled() -> bool:  # the sweep opens its journal before the first point ends: wait for a line
+        return Path(journal).is_file() and b"\n" in Path(journal).read_bytes()
+
+    def run_group(*args):
+        groups.append(args)
+        end = time.monotonic() + 30
+        while len(groups) == 2 and not journaled() and time.monotonic() < end:
+            time.sleep(0.05)
+        if len(groups) == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args)
+
+    real, sweep.run_group = sweep.run_group, run_group
+
+
+def test_a_lost_dask_worker_is_one_line_and_a_resume_computes_only_the_rest(tmp_path):
+    dask, distributed = pytest.importorskip("dask"), pytest.importorskip("dask.distributed")
+    argv = ["sweep", "--hw", "C16V32", "--algo", "fa2", "--set", "seed=0,1,2,3", *SMALL_ARGS, "--out", str(tmp_path)]
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                     dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        client.run(_second_group_kills_its_worker, str(tmp_path / "points.jsonl"))
+        proc = subprocess.run([sys.executable, "-m", "vfasim", *argv, "--executor", "dask", "--scheduler",
+                               cluster.scheduler_address], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})  # a client of its own, as a user's
+    assert (proc.returncode, proc.stdout, proc.stderr.count("\n")) == (2, "", 1), proc.stderr
+    assert "lost the worker" in proc.stderr and "run the same command to resume" in proc.stderr, proc.stderr
+    journaled = [json.loads(line)["key"] for line in (tmp_path / "points.jsonl").read_text().splitlines()]
+    assert 1 <= len(journaled) < 4 and len(set(journaled)) == len(journaled)  # whole lines, each point once
+    as_cli = {**SMALL, "causal": True, "heads": 1, "seed": 0, "workload": "llm-like", "schedule": "pipelined"}
+    points = make_points(["C16V32"], ["fa2"], [parse_set("seed=0,1,2,3")], as_cli)
+    assert set(journaled) <= {p.key for p in points}
+    resumed = run_sweep(points, tmp_path, jobs=1)
+    assert (resumed.reused, resumed.computed, resumed.complete) == (len(journaled), 4 - len(journaled), True)
 
 
 def test_outputs_exist_and_are_not_empty(tmp_path, capsys):

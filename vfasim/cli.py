@@ -59,6 +59,9 @@ def _add_run_command(run_p: argparse.ArgumentParser) -> None:
                             "numbers are in --json under chip.roofline")
     run_p.add_argument("--trace-window", default=None, type=_cycle_window, metavar="START:END",
                        help="with --trace-out: only the ops that overlap cycles [START, END)")
+    run_p.add_argument("--trace-cores", default=None, type=_core_list, metavar="C1,C2,...",
+                       help="chip runs, with --trace-out: the cores drawn, each unit with its ops on the core's "
+                            "pipelines (default: the first 8 cores, units only)")
     run_p.add_argument("--spec", default=None, metavar="FILE",
                        help="repeat a run from its spec (the JSON of vfasim run --json, or its 'spec'); give no other "
                             "run options")
@@ -121,6 +124,14 @@ def _name_commands_and_defaults(parser: argparse.ArgumentParser) -> None:
         elif action.option_strings and not any(action.default is x for x in (None, False, argparse.SUPPRESS)) \
                 and "default" not in (action.help or ""):
             action.help = f"{action.help} (default: %(default)s)" if action.help else "(default: %(default)s)"
+
+
+def _core_list(text: str) -> tuple[int, ...]:
+    """``0,1,5`` -> (0, 1, 5); the run checks the cores exist."""
+    try:
+        return tuple(int(c) for c in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected core numbers separated by commas (e.g. 0,1), got {text!r}") from None
 
 
 def _cycle_window(text: str) -> tuple[int, int]:
@@ -385,11 +396,11 @@ def _run(args: argparse.Namespace) -> tuple[str, int]:
         raise VfasimError("--check needs a numerics verdict, and this run computes none (on a chip give "
                           "--numerics-heads N; on one core leave --numerics on)")
     if args.spec is not None:
-        result = run(**_replayed(args), trace_out=args.trace_out, trace_window=args.trace_window, progress=progress,
-                     cache=args.cache)
+        result = run(**_replayed(args), trace_out=args.trace_out, trace_window=args.trace_window,
+                     trace_cores=args.trace_cores, progress=progress, cache=args.cache)
     else:
         result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
-                     trace_window=args.trace_window,
+                     trace_window=args.trace_window, trace_cores=args.trace_cores,
                      progress=progress, batch=args.batch, kernel=args.kernel, kernel_style=args.kernel_style,
                      dispatch=args.dispatch, numerics_heads=args.numerics_heads, numerics=args.numerics,
                      matmul_format=args.matmul_format, cache=args.cache, **shape)
@@ -447,7 +458,7 @@ def _coverage(doc: dict) -> dict:
 
 
 #: options of vfasim run that choose outputs, not the run: allowed beside --spec
-OUTPUT_OPTIONS = ("spec", "trace_out", "trace_window", "roofline_out", "json", "quiet", "check", "command", "cache")
+OUTPUT_OPTIONS = ("spec", "trace_out", "trace_window", "trace_cores", "roofline_out", "json", "quiet", "check", "command", "cache")
 
 
 def _replayed(args: argparse.Namespace) -> dict:

@@ -36,6 +36,7 @@ Chip-level figures:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -46,6 +47,7 @@ from vfasim.chip.occupancy import TileShape, occupancy
 from vfasim.chip.units import (
     Launch,
     UnitTimer,
+    UnitTiming,
     build_launch,
     busy_by_pipeline,
     replace_buffers,
@@ -97,6 +99,41 @@ class ChipResult:
     l2_bytes: float
     l2_port_bytes: float
     prepass_cycles: int = 0  # the key-summary launch before the main one (VFA with a prepass kernel)
+    unit_timing: UnitTiming | None = None  # how a unit's ops were timed on its core (``core_ops`` repeats it)
+
+
+@dataclass(frozen=True)
+class CoreOps:
+    """The ops of the main launch's units on some cores (``core_ops``), each op a span of chip cycles."""
+
+    unit: np.ndarray  # the unit (index into the launch) each op belongs to
+    kind: np.ndarray  # op kind codes (``trace.KIND_NAMES``)
+    pipeline: np.ndarray  # index into ``pipeline_names``; -1: fused (no pipeline time)
+    pipeline_names: tuple[str, ...]
+    start: np.ndarray  # float cycles on the chip
+    end: np.ndarray
+
+
+def core_ops(trace: Trace, res: ChipResult, cores: Sequence[int]) -> CoreOps:
+    """The ops of every main-launch unit run on ``cores``, by pipeline.
+
+    A unit's ops are its kind's streams timed alone on the core, as the unit timer times them with one unit per
+    core; the chip model times units, not ops (its units share a core's pipelines and wait on memory), so the
+    ops are stretched evenly from that timeline's length to the unit's span on the chip, and what they show is
+    the unit's order and overlap of work, not the exact cycle of each op under contention.
+    """
+    assert res.unit_timing is not None
+    picked = np.flatnonzero(np.isin(res.times.core, cores))
+    timed = {int(k): res.unit_timing.timeline(trace, res.launch.kinds[k].streams) for k in
+             np.unique(res.launch.kind[picked])}
+    parts = [(np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.int64), np.empty(0), np.empty(0))]
+    for u in picked.tolist():
+        merged, line = timed[int(res.launch.kind[u])]
+        t0, scale = res.times.start[u], (res.times.end[u] - res.times.start[u]) / max(line.total_cycles, 1)
+        parts.append((np.full(len(merged), u), merged.kind, line.pipeline, t0 + line.start_cycles * scale,
+                      t0 + line.end_cycles * scale))
+    unit, kind, pipeline, start, end = (np.concatenate(column) for column in zip(*parts))
+    return CoreOps(unit, kind, pipeline, tuple(res.unit_timing.core.pipelines), start, end)
 
 
 @dataclass(frozen=True)
@@ -136,8 +173,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     core_k = timing_core(plan.core, kernel.mma == "per_stream", operand_warps, streams, shape, chip.core_limits)
     if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
         core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
-    timer = UnitTimer(trace, core_k, kernel.score_buffers,
-                      launch.kinds, schedule)
+    timing = UnitTiming(core_k, kernel.score_buffers, schedule)
+    timer = UnitTimer(trace, timing, launch.kinds)
     times = _main_launch(launch, timer, plan, policy, geo)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel)
     launches = 1 if combine is None else 2
@@ -145,7 +182,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
         + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first
     return replace(_totals(trace, plan, launch, times, combine, int(np.ceil(end - 1e-9)), geo.flops),
-                   prepass_cycles=first)
+                   prepass_cycles=first, unit_timing=timing)
 
 
 def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileShape, kernel: Kernel) -> int:

@@ -37,6 +37,7 @@ import numpy as np
 
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim import op_cycles, simulate
+from vfasim.sim.engine import Timeline
 from vfasim.trace import COLUMNS, KIND_CODE, Trace
 
 
@@ -191,12 +192,27 @@ def tile_count(trace: Trace, streams: tuple[np.ndarray, ...]) -> int:
     return max(int(_tile_steps(trace, ops).size) for ops in streams)
 
 
+@dataclass(frozen=True)
+class UnitTiming:
+    """How a unit's ops are timed on its core: the core as the kernel runs it, each stream's score buffers, the
+    schedule."""
+
+    core: HardwareConfig
+    score_buffers: int
+    schedule: str = "pipelined"
+
+    def timeline(self, trace: Trace, streams: tuple[np.ndarray, ...], copies: int = 1) -> tuple[Trace, Timeline]:
+        """``copies`` copies of a unit's ``streams`` interleaved (``interleaved``) and their timeline on the core."""
+        merged = interleaved(trace, streams, copies)
+        hw = replace_buffers(self.core, self.score_buffers * copies * len(streams))
+        return merged, simulate(merged, hw, self.schedule)
+
+
 class UnitTimer:
     """Compute cycles of a unit kind with k units on its core, each kind and k simulated once."""
 
-    def __init__(self, trace: Trace, hw: HardwareConfig, score_buffers: int, kinds: list[UnitKind],
-                 schedule: str = "pipelined") -> None:
-        self.trace, self.hw, self.buffers, self.kinds, self.schedule = trace, hw, score_buffers, kinds, schedule
+    def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind]) -> None:
+        self.trace, self.timing, self.kinds = trace, timing, kinds
         self._cycles: dict[tuple[int, int], int] = {}
         self._short_cycles: dict[tuple, int] = {}
 
@@ -222,9 +238,7 @@ class UnitTimer:
         return self._short_cycles[key]
 
     def _simulate(self, parts: tuple[np.ndarray, ...], streams: int) -> int:
-        merged = interleaved(self.trace, parts, streams)
-        hw = replace_buffers(self.hw, self.buffers * streams * len(parts))
-        return simulate(merged, hw, self.schedule).total_cycles
+        return self.timing.timeline(self.trace, parts, streams)[1].total_cycles
 
 
 def replace_buffers(hw: HardwareConfig, buffers: int) -> HardwareConfig:

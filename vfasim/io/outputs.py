@@ -5,6 +5,9 @@ socket under that name is refused, because replacing it would destroy what the n
 for. A file is written to a temporary file in the same folder, flushed to disk, then renamed
 over the target (``os.replace``): a reader sees the old file or the new one, never a torn one,
 and a failed write (full disk, no permission) leaves the old file and no temporary behind.
+A temporary is named ``.<target>.<random>.<pid>.tmp``: one left by a process killed mid-write
+(SIGKILL, power loss) is removed by the next write of the same target once no process of that
+id runs on this machine.
 
 An output folder may be absent (it is created with its parents when written) or a directory;
 the nearest existing ancestor must be a writable directory. ``folder_lock`` keeps a second
@@ -16,6 +19,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -203,9 +207,42 @@ def _probe(target: Path, what: str) -> None:
 
 def _mkstemp(target: Path, what: str) -> tuple[int, str]:
     try:
-        return tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        return new_temporary(target)
     except OSError as exc:
         raise VfasimError(f"cannot write {what} {target}: {exc.strerror or exc}") from None
+
+
+def new_temporary(target: Path) -> tuple[int, str]:
+    """(open descriptor, path) of a new temporary beside ``target``, named for it and this process; the
+    temporaries of ``target`` left by processes that no longer run are removed first."""
+    for stale in stale_temporaries(target):
+        stale.unlink(missing_ok=True)
+    return tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".{os.getpid()}.tmp", dir=target.parent)
+
+
+def stale_temporaries(target: Path) -> list[Path]:
+    """Temporaries of ``target`` (``.<name>.<random>.<pid>.tmp``) whose process no longer runs."""
+    pattern = re.compile(re.escape(f".{target.name}.") + r"[a-z0-9_]+\.(\d+)\.tmp")
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return []
+    found = ((name, pattern.fullmatch(name)) for name in names)
+    return [target.parent / name for name, m in found if m is not None and not _running(int(m.group(1)))]
+
+
+def _running(pid: int) -> bool:
+    """A process ``pid`` runs on this machine, or may (another user's answers EPERM; Windows is not asked: its
+    ``os.kill`` would end the process)."""
+    if sys.platform == "win32":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True
+    return True
 
 
 def _sync(path: str) -> None:

@@ -8,8 +8,8 @@ Assumptions:
   string or a zip header, whatever the extension says.
 - Nothing is read in full before the arrays' headers are: each array's declared shape and
   dtype (an .npz member's too, through the zip directory) must fit in the bytes the file (or
-  the member) holds, and the arrays with their float32 copies must fit in the memory budget
-  the caller gives, so a truncated file or a zip bomb is refused in one line naming it.
+  the member) holds, and the memory the arrays with their float32 copies would need is given to
+  the caller's check, so a truncated file or a zip bomb is refused in one line naming it.
 - Each array is [heads, seq, dim] or [seq, dim] (one head), in any float or integer dtype, and
   is converted to float32; a value that is NaN/Inf in the file or beyond float32's range
   rejects the file rather than running on non-finite inputs.
@@ -97,8 +97,11 @@ def magic_problem(path: Path) -> str | None:
 LOADERS: dict[str, Callable[[Path], tuple[np.ndarray, ...]]] = {".npz": read_npz, ".npy": read_npy}
 
 
-def read_arrays(path: Path, budget_bytes: float = math.inf, per_element: float = 4.0) -> tuple[np.ndarray, ...]:
-    """The raw q, k, v arrays of a file, or a VfasimError naming the file (``load_qkv`` says what the budget is)."""
+MemoryCheck = Callable[[float, str], None]  # (bytes needed, what needs them) -> None, or a VfasimError
+
+
+def read_arrays(path: Path, check_memory: MemoryCheck | None = None, per_element: float = 4.0) -> tuple[np.ndarray, ...]:
+    """The raw q, k, v arrays of a file, or a VfasimError naming the file (``load_qkv`` says what is checked)."""
     if not path.is_file():
         raise file_error(path, "is a directory, not a file" if path.is_dir() else
                          "file not found" if not path.exists() else "is not a regular file")
@@ -109,7 +112,8 @@ def read_arrays(path: Path, budget_bytes: float = math.inf, per_element: float =
     if problem is not None:
         raise file_error(path, problem)
     try:
-        check_budget(path, budget_bytes, per_element)
+        if check_memory is not None:
+            check_memory(arrays_bytes(path, per_element), f"workload file {path}: its arrays")
         return reader(path)
     except VfasimError:
         raise
@@ -192,32 +196,27 @@ def declared_arrays(path: Path) -> list[tuple[str, tuple[int, ...], np.dtype]]:
     return out
 
 
-def check_budget(path: Path, budget_bytes: float, per_element: float) -> None:
-    """Refuse a file whose arrays, read and converted (``per_element`` bytes each beside their own), would need
-    more than ``budget_bytes``; the headers alone are read."""
-    arrays = declared_arrays(path)
-    need = sum(math.prod(shape) * (dtype.itemsize + per_element) for _, shape, dtype in arrays)
-    if need > budget_bytes:
-        what = ", ".join(f"{n} {shape} {dtype}" for n, shape, dtype in arrays)
-        raise file_error(path, f"its arrays ({what}) would need about {_size(need)} of memory to run, more than "
-                               f"the {_size(max(budget_bytes, 0))} available")
+def arrays_bytes(path: Path, per_element: float) -> float:
+    """The memory a file's arrays would need, read and converted (``per_element`` bytes each beside their own);
+    the headers alone are read."""
+    return sum(math.prod(shape) * (dtype.itemsize + per_element) for _, shape, dtype in declared_arrays(path))
 
 
 def _size(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n:,.0f} bytes"
 
 
-def load_qkv(path: str | Path, budget_bytes: float = math.inf, per_element: float = 4.0) -> Workload:
+def load_qkv(path: str | Path, check_memory: MemoryCheck | None = None, per_element: float = 4.0) -> Workload:
     """Load Q, K, V from .npz (arrays q, k, v) or .npy (one array stacked [3, ...]).
 
     Each array is [heads, seq, dim] or [seq, dim]; K and V share a shape, Q and
     K share head_dim, Q heads are a multiple of K heads (grouped-query), and Q
     may be shorter or longer than K. Never unpickles anything. The arrays' headers are read
-    first: a file whose arrays would need more than ``budget_bytes`` (``per_element`` bytes
-    per element beside their own) is refused before they are read.
+    first: the bytes its arrays would need (``per_element`` bytes per element beside their own)
+    go to ``check_memory``, which refuses a file too large before it is read.
     """
     path = Path(path)
-    raw = read_arrays(path, budget_bytes, per_element)
+    raw = read_arrays(path, check_memory, per_element)
     q, k, v = (to_float32(path, name, arr) for name, arr in zip(QKV_NAMES, raw))
     problem = shape_problem(q, k, v)
     if problem is not None:

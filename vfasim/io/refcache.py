@@ -15,7 +15,8 @@ after a write, the least recently used entries go until it fits.
 
 Safety: an entry is one ``.npy`` file (``np.save`` without pickle, the array's bits as unsigned
 integers), written to a temporary file beside it and renamed into place, so concurrent writers of
-one entry each put a whole file and a reader sees a whole file or none. An entry that cannot be
+one entry each put a whole file and a reader sees a whole file or none; a temporary that a killed
+writer left is removed by the next write of that entry (``io.outputs.new_temporary``). An entry that cannot be
 read counts as absent; a cache that cannot be written is skipped. The
 cache never changes a result: a test compares runs with and without it bit for bit.
 """
@@ -25,7 +26,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +33,7 @@ import numpy as np
 
 from vfasim import __version__
 from vfasim.errors import VfasimError
+from vfasim.io.outputs import new_temporary
 
 MAX_BYTES = 4 * 2**30
 SUFFIX = ".npy"
@@ -90,7 +91,7 @@ class ReferenceCache:
     def put(self, name: str, value: np.ndarray) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.folder)
+            fd, tmp = new_temporary(self.folder / (name + SUFFIX))
             try:
                 with os.fdopen(fd, "wb") as f:
                     np.save(f, np.ascontiguousarray(value).view(_bits(value.dtype)), allow_pickle=False)

@@ -101,7 +101,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         heads: int = 1, kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
         qkv: str | Path | None = None, schedule: str = "pipelined", decode: bool = False,
         queries: int = 1, options: Options = Options(), trace_out: str | Path | None = None,
-        trace_window: tuple[int, int] | None = None,
+        trace_window: tuple[int, int] | None = None, trace_cores: tuple[int, ...] | None = None,
         progress: bool = False, batch: int = 1, kernel: str | Path | Kernel | None = None,
         kernel_style: str | None = None, dispatch: str | None = None, numerics_heads: int = 0,
         numerics: str | None = None, matmul_format: str | None = None, cache: bool = True,
@@ -111,7 +111,8 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
     ``decode`` keeps the last ``queries`` query rows against the whole KV sequence.
     ``trace_out`` also writes a Chrome/Perfetto trace of the timeline to that file (``"-"``:
-    standard output), of the ops that overlap ``trace_window`` (start, end cycles) if given;
+    standard output), of the ops that overlap ``trace_window`` (start, end cycles) if given; on a chip, of the
+    cores ``trace_cores`` names, each unit with its ops on the core's pipelines (default: the first 8, units only);
     ``progress`` shows the functional engine's progress on stderr. On a config with a chip
     section the whole launch of ``batch`` × ``heads`` runs on the chip (see ``chip_run``) as
     ``kernel`` (a built-in name from ``kernels/``, a YAML path or a ``Kernel``; default ``fa2``;
@@ -135,6 +136,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     kernel = _kernel_alias(kernel, kernel_style)
     opts = merged_options(options, option_kwargs)
     check_applies(algo, config, dict(kernel=kernel, dispatch=dispatch, numerics_heads=numerics_heads,
+                                     trace_cores=trace_cores,
                                      numerics=numerics, seed=seed, workload=workload, block_q=block_q,
                                      queries=queries, decode=decode, qkv=qkv), opts, signature_defaults(run))
     described = load_kernel(kernel or DEFAULT_KERNEL) if config.chip is not None else None  # loaded once
@@ -230,7 +232,7 @@ def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, k
 
     keys = ("batch", "seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed",
             "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "trace_window",
-            "schedule", "cache")
+            "trace_cores", "schedule", "cache")
     return RunResult(**run_chip(config, algo, options=options, kernel=kernel, **{k: args[k] for k in keys}))
 
 

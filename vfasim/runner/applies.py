@@ -7,7 +7,7 @@ refused when nothing in the run would read it:
 
 - ``lam`` on an algorithm that skips no block or row by threshold, ``topk`` on one that keeps
   no top-k blocks (each algorithm's policy says which it does);
-- the chip-only inputs (``kernel``, ``dispatch``, ``numerics_heads``) on a config without a
+- the chip-only inputs (``kernel``, ``dispatch``, ``numerics_heads``, ``trace_cores``) on a config without a
   chip section, and ``numerics`` (one core's mode) on a chip;
 - ``seed`` and ``workload`` on a run that generates no data: an algorithm whose trace does not
   depend on the data, on a chip with no heads' numerics asked for (``numerics_heads``), or on
@@ -30,7 +30,7 @@ from vfasim.functional.trace_only import data_independent
 from vfasim.hw import HardwareConfig
 from vfasim.runner.options import Options, applies_to
 
-CHIP_ONLY = ("kernel", "dispatch", "numerics_heads")
+CHIP_ONLY = ("kernel", "dispatch", "numerics_heads", "trace_cores")
 
 
 def check_applies(algo: str, config: HardwareConfig, values: Mapping[str, Any], options: Options,

@@ -26,7 +26,7 @@ from threadpoolctl import threadpool_limits
 
 from vfasim import __version__
 from vfasim.chip.fluid import POLICIES
-from vfasim.chip.run import ChipResult, Geometry, representative_heads, simulate_chip, unit_bound_counts
+from vfasim.chip.run import ChipResult, Geometry, core_ops, representative_heads, simulate_chip, unit_bound_counts
 from vfasim.chip.occupancy import TileShape
 from vfasim.chip.roofline import roofline
 from vfasim.errors import VfasimError
@@ -52,11 +52,12 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
              qkv: str | Path | None, decode: bool, queries: int, options: Options, kernel: str | Path | Kernel,
              dispatch: str | None,
              numerics_heads: int, trace_out: str | Path | None, trace_window: tuple[int, int] | None = None,
-             schedule: str = "pipelined", cache: bool = True) -> dict:
+             trace_cores: tuple[int, ...] | None = None, schedule: str = "pipelined", cache: bool = True) -> dict:
     """The RunResult fields of a chip run (``api.run`` wraps them)."""
     k = load_kernel(kernel)
     dispatch = dispatch or k.dispatch
     _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv)
+    _check_cores(config, trace_cores)
     kv_heads = kv_heads or heads
     policy = _policy(algo, options, k)
     if policy.skip == "topk":
@@ -92,9 +93,17 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
         from vfasim.report.chip_perfetto import chip_trace
         from vfasim.report.perfetto import write_chrome_trace
 
-        write_chrome_trace(trace_out, chip_trace(res, config, trace_window))
+        ops = core_ops(trace, res, trace_cores) if trace_cores else None
+        write_chrome_trace(trace_out, chip_trace(res, config, trace_window, ops, list(trace_cores or []) or None))
     return _fields(config, algo, res, trace, policy, k, dispatch, numerics, used, geo, t, seed,
                    workload if not representative or used else "timing-only", schedule)
+
+
+def _check_cores(config: HardwareConfig, cores: tuple[int, ...] | None) -> None:
+    assert config.chip is not None
+    missing = [c for c in cores or () if c >= config.chip.cores]
+    if missing:
+        raise VfasimError(f"trace_cores: {config.name} has cores 0-{config.chip.cores - 1}, not {missing[0]}")
 
 
 def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics_heads: int,

@@ -15,7 +15,10 @@ Assumptions:
   baseline and the float64 oracle run beside the engine): 4.2 s at 16K against 4.2-4.8 s
   measured (3.7-4.3 s past the ~0.5 s start-up, which is not counted), 108 s at 128K against
   103-112 s. They decide only a refusal (memory beyond what is available) and a warning
-  (runs estimated above ``LONG_RUN_S``).
+  (runs estimated above ``LONG_RUN_S``). A timing-only run (numerics off, no Q, K or V made)
+  costs the start-up and the trace alone, and its time is per tile (8.5 s at 128K causal).
+- Every estimate meets the available memory in ``check_memory``; ``benchmarks/bench_memory.py
+  --estimates`` prints each command's peak beside the largest estimate it made there (0.2-1.0x).
 - A ``qkv`` file's arrays are estimated from their headers before they are read
   (``io.qkv_files``), with the same per-element cost.
 - A chip launch costs memory and time per work unit (the event loop's arrays and queues;
@@ -43,7 +46,7 @@ import numpy as np
 from vfasim.errors import VfasimError
 from vfasim.functional import sampling
 from vfasim.runner.options import OPTION_RULES, Options
-from vfasim.runner.rules import flag, integer, number, optional, path, text, window
+from vfasim.runner.rules import core_list, flag, integer, number, optional, path, text, window
 
 LONG_RUN_S = 60.0
 BASE_BYTES = 240 * 2**20  # interpreter, NumPy, pandas, the engine's step batches (STEP_BYTES each)
@@ -51,6 +54,7 @@ BYTES_PER_QKV_ELEMENT = 16  # Q, K, V, O in float32 and their matmul-format copi
 BYTES_PER_OP = 120  # the trace as it is built, and the timing model's per-op arrays beside it
 OPS_PER_TILE = 16
 SECONDS_PER_SCORE_ELEMENT = 1.25e-8  # per visible score element, sampled numerics, two cores
+SECONDS_PER_TRACED_TILE = 1.6e-5  # timing only (no Q, K or V): trace built and timed, per tile (8.5 s at 128K)
 FULL_NUMERICS_FACTOR = 2.5  # full numerics: the fa2 baseline and the float64 oracle beside the engine
 BYTES_PER_UNIT = 600  # a chip launch's work unit: its rows, label, times and queue entries
 BYTES_PER_SLOT = 200  # a stream slot of the chip's event loop (its queue and state)
@@ -69,6 +73,7 @@ RULES: dict[str, Callable[[str, object], object]] = {
     "kv_heads": optional(integer), "queries": integer, "seed": lambda n, v: integer(n, v, 0),
     "causal": flag, "decode": flag, "progress": flag, "cache": flag, "algo": text, "workload": text, "schedule": text,
     "qkv": optional(path), "trace_out": optional(path), "trace_window": optional(window),
+    "trace_cores": optional(core_list),
     "batch": integer, "numerics_heads": lambda n, v: integer(n, v, 0), "kernel_style": optional(text),
     "kernel": optional(lambda n, v: v if _is_kernel(v) else str(path(n, v))), "dispatch": optional(text),
 }
@@ -156,27 +161,35 @@ def check_combination(values: Mapping[str, Any], defaults: Mapping[str, Any]) ->
         if given:
             raise VfasimError(f"{', '.join(given)} cannot be given with qkv: the file sets the workload and "
                               "its sizes")
-    elif "seq_len" in values and not _timing_only({**defaults, **values}):
+    elif "seq_len" in values and not _on_chip({**defaults, **values}):  # a chip launch: ``check_chip_plan``
         check_plan(values, defaults)
+    if values.get("trace_cores") is not None and values.get("trace_out") is None:
+        raise VfasimError("trace_cores applies with trace_out (--trace-out FILE): it picks the cores the trace draws")
     if values.get("trace_out") is not None and str(values["trace_out"]) != "-":  # "-": standard output
         from vfasim.io.outputs import check_file_target
 
         check_file_target(values["trace_out"], "trace file")
 
 
-def _timing_only(values: Mapping[str, Any]) -> bool:
-    """A chip run, or a one-core run with numerics off, of a data-independent algorithm generates no workload:
-    there is nothing to estimate."""
-    from vfasim.functional import policy_for
-    from vfasim.functional.trace_only import data_independent
+def _on_chip(values: Mapping[str, Any]) -> bool:
+    """A chip run: its launch is estimated from its geometry once the kernel's tiles are known."""
     from vfasim.hw import HardwareConfig, load_hw
 
     try:
         hw = values["hw"]
-        config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
-        off = values.get("numerics") == "off"
-        return (config.chip is not None or off) and data_independent(policy_for(values["algo"]))
-    except VfasimError:  # the run itself reports a bad config or algorithm
+        return (hw if isinstance(hw, HardwareConfig) else load_hw(hw)).chip is not None
+    except VfasimError:  # the run itself reports a bad config
+        return False
+
+
+def _timing_only(values: Mapping[str, Any]) -> bool:
+    """A one-core run with numerics off of a data-independent algorithm: no Q, K or V are made."""
+    from vfasim.functional import policy_for
+    from vfasim.functional.trace_only import data_independent
+
+    try:
+        return values.get("numerics") == "off" and data_independent(policy_for(values["algo"]))
+    except VfasimError:  # the run itself reports a bad algorithm
         return False
 
 
@@ -211,23 +224,28 @@ def signature_defaults(func: Callable) -> dict[str, Any]:
 ESTIMATE_BLOCK = 128  # the blocks a run's estimate assumes where none are given (a kernel's own are close)
 
 def check_plan(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> float:
-    """Refuse a generated workload whose memory estimate exceeds what is available; warn if long
-    (unless a progress bar shows); return the time estimate in seconds."""
+    """Refuse a one-core run whose memory estimate exceeds what is available; warn if long (unless a progress bar
+    shows); return the time estimate in seconds."""
     g = {**defaults, **values}
     g["block_q"], g["block_k"] = g["block_q"] or ESTIMATE_BLOCK, g["block_k"] or ESTIMATE_BLOCK
     rows = g["queries"] if g["decode"] else g["seq_len"]
     check_blocks(SimpleNamespace(block_q=min(g["block_q"], rows) if g["decode"] else g["block_q"], seq_len=rows,
                                  block_k=g["block_k"], kv_len=g["seq_len"]))
     need, seconds = estimate(rows, g["seq_len"], g["head_dim"], min(g["block_q"], rows), g["block_k"],
-                             g["heads"] * g.get("batch", 1), g["causal"], g.get("numerics"))
-    have = available_bytes()
-    if need > have:
-        raise VfasimError(f"this run would need about {_gib(need)} of memory (seq_len {g['seq_len']}, heads "
-                          f"{g['heads']}, head_dim {g['head_dim']}), more than the {_gib(have)} available; "
-                          "use a smaller size")
+                             g["heads"] * g.get("batch", 1), g["causal"], g.get("numerics"), not _timing_only(g))
+    check_memory(need, f"this run (seq_len {g['seq_len']}, heads {g['heads']}, head_dim {g['head_dim']})")
     if not values.get("progress", False):
         warn_if_long(seconds, "this run")
     return seconds
+
+
+def check_memory(need: float, what: str) -> None:
+    """Refuse ``what`` (a phrase naming the sizes that set it) when its memory estimate ``need`` exceeds what is
+    available: the one place an estimate meets the machine (``benchmarks/bench_memory.py`` reads them here)."""
+    have = available_bytes()
+    if need > have:
+        raise VfasimError(f"{what} would need about {_gib(need)} of memory, more than the {_gib(have)} available; "
+                          "use a smaller size")
 
 
 def warn_if_long(seconds: float, what: str) -> None:
@@ -238,12 +256,15 @@ def warn_if_long(seconds: float, what: str) -> None:
 
 
 def estimate(rows: int, kv_len: int, head_dim: int, block_q: int, block_k: int, heads: int,
-             causal: bool, numerics: str | None = None) -> tuple[float, float]:
-    """(bytes, seconds) a run would need, roughly (see the module notes)."""
+             causal: bool, numerics: str | None = None, data: bool = True) -> tuple[float, float]:
+    """(bytes, seconds) a run would need, roughly (see the module notes); ``data``: Q, K and V are made (not
+    a timing-only run)."""
     nq, nk = math.ceil(rows / block_q), math.ceil(kv_len / block_k)
     tiles = heads * (min(nq * nk, nq * (nk + 1) / 2 + nq) if causal and rows == kv_len else nq * nk)
-    need = (BASE_BYTES + BYTES_PER_QKV_ELEMENT * heads * (rows + 2 * kv_len) * head_dim
-            + BYTES_PER_OP * OPS_PER_TILE * tiles)
+    need = BASE_BYTES + BYTES_PER_OP * OPS_PER_TILE * tiles
+    if not data:
+        return need, SECONDS_PER_TRACED_TILE * tiles
+    need += BYTES_PER_QKV_ELEMENT * heads * (rows + 2 * kv_len) * head_dim
     full = sampling.resolve_mode(numerics, heads, rows, kv_len) == "full"
     seconds = SECONDS_PER_SCORE_ELEMENT * tiles * block_q * block_k * (FULL_NUMERICS_FACTOR if full else 1.0)
     return need, seconds
@@ -257,11 +278,7 @@ def check_chip_plan(units: int, slots: int, trace_tiles: int, seq_len: int, size
     """
     need = (BASE_BYTES + BYTES_PER_UNIT * units + BYTES_PER_SLOT * slots
             + BYTES_PER_OP * OPS_PER_TILE * trace_tiles + 8 * seq_len)
-    have = available_bytes()
-    if need > have:
-        raise VfasimError(f"this chip launch would run {units:,} work units on {slots:,} stream slots ({sizes}) and "
-                          f"need about {_gib(need)} of memory, more than the {_gib(have)} available; use a smaller "
-                          "size")
+    check_memory(need, f"this chip launch of {units:,} work units on {slots:,} stream slots ({sizes})")
     warn_if_long(SECONDS_PER_UNIT * units, "this chip run")
 
 

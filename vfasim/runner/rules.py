@@ -60,5 +60,15 @@ def window(name: str, value: object) -> tuple[int, int]:
     return start, end
 
 
+def core_list(name: str, value: object) -> tuple[int, ...]:
+    """Distinct core numbers (>= 0), at least one; the chip run checks that they exist."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise VfasimError(f"{name} must be a sequence of core numbers, got {value!r}")
+    cores = tuple(integer(name, v, 0) for v in value)
+    if not cores or len(set(cores)) != len(cores):
+        raise VfasimError(f"{name} must name at least one core, each once, got {value!r}")
+    return cores
+
+
 def optional(rule: Callable) -> Callable:
     return lambda name, value: None if value is None else rule(name, value)

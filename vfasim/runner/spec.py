@@ -23,7 +23,7 @@ SPEC_VERSION = 1
 #: run() keywords a spec holds (besides hw, algo, kernel and the algorithm options)
 FIELDS = ("seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed", "workload", "qkv",
           "schedule", "decode", "queries", "batch", "dispatch", "numerics_heads", "numerics", "matmul_format")
-NOT_IN_SPEC = ("trace_out", "trace_window", "progress", "cache")
+NOT_IN_SPEC = ("trace_out", "trace_window", "trace_cores", "progress", "cache")
 
 
 def run_spec(hw: object, hw_name: str, hw_digest: str, algo: str, values: dict[str, Any], options: dict[str, Any],

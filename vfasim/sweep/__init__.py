@@ -62,7 +62,7 @@ from vfasim.runner.inputs import check_keywords, check_plan, signature_defaults,
 from vfasim.io.outputs import check_folder_target
 from vfasim.sweep.plots import SWEEP_FILES, write_sweep
 from vfasim.sweep.table import NA, format_sweep, sweep_frame
-from vfasim.sweep.exec import EXECUTORS, compute
+from vfasim.sweep.exec import EXECUTORS, WorkLost, compute
 from vfasim.sweep.journal import JOURNAL, journal_writer, read_journal
 
 if TYPE_CHECKING:
@@ -395,8 +395,9 @@ def sweep_command(args: argparse.Namespace) -> str:
         result = run_sweep(points, args.out, executor=args.executor, jobs=args.jobs, scheduler=args.scheduler,
                            progress=progress)
     except KeyboardInterrupt:
-        where = f"{args.out}/{JOURNAL}" if args.out else "nowhere (no --out)"
-        raise Interrupted(f"{interrupt.reason()}; finished points are kept in {where}: run the same command to resume") from None
+        raise Interrupted(f"{interrupt.reason()}; {_kept(args.out)}") from None
+    except WorkLost as exc:
+        raise VfasimError(f"{exc}; {_kept(args.out)}") from None
     frame = results_frame(result)
     x = x_axis(points)
     written = write_sweep(frame, x, [c for c in points[0].inputs if c != x], Path(args.out)) if args.out else []
@@ -407,6 +408,12 @@ def sweep_command(args: argparse.Namespace) -> str:
         "; nothing written (--out DIR keeps results.csv, the plots and a journal to resume from)"
     footer = f"{result.computed} computed{shared}, {result.reused} reused{wrote}"
     return format_sweep(frame, list(points[0].inputs)) + "\n" + footer
+
+
+def _kept(out: str | None) -> str:
+    """Where the points finished before a sweep ended early are, and how to go on."""
+    where = f"{out}/{JOURNAL}" if out else "nowhere (no --out)"
+    return f"finished points are kept in {where}: run the same command to resume"
 
 
 def _warn_if_long(points: list[Point], out: str | None, jobs: int | None) -> None:

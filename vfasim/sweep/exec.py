@@ -12,10 +12,15 @@ Assumptions:
   made here from an address is closed when the results are consumed or abandoned. Results
   come back pickled: a scheduler is trusted like code run here (use only your own cluster).
 - A cluster that has no worker ``DASK_WORKER_WAIT_S`` seconds after connecting is an error.
+- A task the cluster gives up on (``KilledWorker``: its worker died, as often as the scheduler's
+  ``allowed-failures`` allows) ends the work with one line (``WorkLost``); the results that came
+  back before it are the caller's to keep. Each result is released on the cluster once it is
+  read, so a worker lost later has nothing finished to recompute.
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
@@ -35,6 +40,10 @@ EXECUTORS = ("local", "dask")
 PARENT_POLL_S = 0.5
 DASK_WORKER_WAIT_S = 60.0  # a scheduler with no worker after this long is an error, not a silent wait
 R = TypeVar("R")
+
+
+class WorkLost(VfasimError):
+    """The cluster gave up on a task (its workers died); the results yielded before it are whole."""
 
 
 def compute(fn: Callable[..., R], tasks: Sequence[tuple[Any, ...]], names: Sequence[str], executor: str,
@@ -106,10 +115,20 @@ def _on_dask(fn: Callable[..., R], tasks: Sequence[tuple[Any, ...]], names: Sequ
         raise VfasimError(f"no Dask worker joined the scheduler {scheduler} within {DASK_WORKER_WAIT_S:g} s "
                           "(start workers with: dask worker ADDRESS)") from None
     futures = {client.submit(fn, *args, key=name): i for i, (args, name) in enumerate(zip(tasks, names))}
+    client_log = logging.getLogger("distributed.client")
+    level = client_log.level
+    client_log.setLevel(logging.ERROR)  # a lost worker is one line (WorkLost), not many
     try:
         for fut in distributed.as_completed(futures):
-            yield futures[fut], fut.result()
+            try:
+                result = fut.result()
+            except distributed.KilledWorker as exc:
+                raise WorkLost(f"the Dask cluster lost the worker running {fut.key} and gave up on it "
+                               f"({type(exc).__name__})") from None
+            yield futures.pop(fut), result
+            fut.release()  # read: nothing for the cluster to keep or recompute
     finally:
+        client_log.setLevel(level)
         client.cancel(list(futures))
         if client is not scheduler:
             client.close()
