@@ -365,3 +365,26 @@ def test_a_per_unit_stream_cap_is_an_hbm_figure_only():
     assert HbmSpec(bandwidth_gb_per_s=3000.0, latency_cycles=700, per_unit_gb_per_s=45.9).per_unit_gb_per_s == 45.9
     with pytest.raises(ValueError, match="per_unit_gb_per_s"):  # the L2 would ignore it: refused, not dropped
         L2Spec(bandwidth_gb_per_s=7000.0, latency_cycles=287, capacity_bytes=1 << 20, per_unit_gb_per_s=45.9)
+
+
+@pytest.mark.parametrize("hw, kwargs", [
+    ("H100-SXM", dict(seq_len=4096, kernel="fa3", dispatch="waves")),
+    ("H100-SXM", dict(seq_len=2048, dispatch="persistent", batch=2)),
+    ("Ascend-910B", dict(seq_len=2048, kernel="ascend-pto")),
+    ("H100-SXM", dict(seq_len=16384, decode=True, queries=1, batch=8, kernel="splitkv-decode")),
+])
+def test_the_lazy_event_loop_makes_every_unit_as_the_eager_one(hw, kwargs, monkeypatch):
+    """Without samples the loop replays units lazily; with them it makes every event eagerly: same units."""
+    import vfasim.chip.run as chip_run
+    from vfasim.chip import fluid
+
+    made = []
+    for samples in (True, False):
+        monkeypatch.setattr(chip_run, "run_launch", lambda *a, **k: made.append(
+            fluid.run_launch(*a, **{**k, "samples": samples})) or made[-1])
+        vfasim.run(hw, "fa2", heads=16, kv_heads=4, **kwargs)
+    eager, lazy = made[:len(made) // 2], made[len(made) // 2:]
+    for e, la in zip(eager, lazy):
+        for name in ("start", "end", "core", "slot", "bound", "hbm_bytes", "l2_hit_bytes"):
+            assert np.array_equal(getattr(e, name), getattr(la, name)), name
+    assert eager[0].samples and not lazy[0].samples

@@ -150,7 +150,9 @@ class _Plan:
 
 
 def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRule, geo: Geometry,
-                  shape: TileShape, policy: str = "waves", schedule: str = "pipelined") -> ChipResult:
+                  shape: TileShape, policy: str = "waves", schedule: str = "pipelined",
+                  samples: bool = False) -> ChipResult:
+    """The launch on the chip; ``samples``: its ports' throughput recorded at every event (a trace's counters)."""
     chip = hw.chip
     if chip is None:
         raise VfasimError(f"hw config {hw.name} has no chip section")
@@ -175,8 +177,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
         core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
     timing = UnitTiming(core_k, kernel.score_buffers, schedule)
     timer = UnitTimer(trace, timing, launch.kinds)
-    times = _main_launch(launch, timer, plan, policy, geo)
-    combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel)
+    times = _main_launch(launch, timer, plan, policy, geo, samples)
+    combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
     launches = 1 if combine is None else 2
     first = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else 0
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
@@ -276,7 +278,8 @@ def _ports(chip: ChipSpec, clock_ghz: float) -> Ports:
     return Ports(l2=l2, hbm=hbm, unit_hbm=unit * BYTES_PER_GB / (clock_ghz * 1e9) if unit else None)
 
 
-def _main_launch(launch: Launch, timer: UnitTimer, plan: _Plan, policy: str, geo: Geometry) -> LaunchTimes:
+def _main_launch(launch: Launch, timer: UnitTimer, plan: _Plan, policy: str, geo: Geometry,
+                 samples: bool) -> LaunchTimes:
     chip = plan.chip
     memory = UnitMemory(launch, chip.l2.capacity_bytes if chip.l2 else None, chip.has_memory, geo.n_kblocks)
     latency = (chip.hbm.latency_cycles if chip.hbm is not None else 0) + plan.overhead
@@ -289,10 +292,12 @@ def _main_launch(launch: Launch, timer: UnitTimer, plan: _Plan, policy: str, geo
     if policy == "persistent" and geo.causal:
         single = np.array([timer.cycles(k, 1) for k in range(len(launch.kinds))])
         order = np.argsort(-single[launch.kind], kind="stable")
-    return run_launch(launch.kind, chip.cores, plan.slots, policy, order, timer.cycles, on_start, plan.ports)
+    return run_launch(launch.kind, chip.cores, plan.slots, policy, order, timer.cycles, on_start, plan.ports,
+                      samples=samples)
 
 
-def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float, kernel: Kernel) -> LaunchTimes | None:
+def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float, kernel: Kernel,
+             samples: bool) -> LaunchTimes | None:
     """The split-KV combine launch: each CTA merges ``combine_rows`` query rows, reading the log-sum-exps of every
     split (one memory round trip), then each split's fp32 partial O in turn (one dependent round trip per split,
     as the source's loop over splits loads then accumulates), and writes O. Partials were just written: L2."""
@@ -310,7 +315,8 @@ def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float, kernel: Ke
     valid = geo.rows or geo.n_qblocks * shape.block_q
     n = -(-geo.batch * geo.heads * valid // rows)
     return run_launch(np.zeros(n, np.int64), plan.chip.cores, _combine_slots(plan.chip), "greedy", np.arange(n),
-                      lambda kind, k: float(cycles), lambda u: (lat, out, partial + out, partial), plan.ports, t0)
+                      lambda kind, k: float(cycles), lambda u: (lat, out, partial + out, partial), plan.ports, t0,
+                      samples=samples)
 
 
 def _combine_slots(chip: ChipSpec) -> int:

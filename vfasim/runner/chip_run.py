@@ -86,7 +86,8 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative, seq_len, splits, rows)
     tile = dataclasses.replace(tu, block_q=block_q, head_dim=compute_dim)  # whole rows, valid or not; padded columns
-    res = simulate_chip(trace, config, k, rule, geo, _shape(tile, precision), dispatch, schedule)
+    res = simulate_chip(trace, config, k, rule, geo, _shape(tile, precision), dispatch, schedule,
+                        samples=trace_out is not None)
     numerics, used = _numerics(config, algo, options, numerics_heads, heads, kv_heads, tiling_args, seed,
                                workload, decode, queries, policy, cache)
     if trace_out is not None:
