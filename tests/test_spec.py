@@ -38,6 +38,21 @@ def test_the_api_result_carries_the_spec_of_its_inputs():
     assert r.spec["hw_digest"] == load_hw("C4V16").digest() and "trace_out" not in r.spec
 
 
+def test_run_inputs_hold_every_keyword_of_run_once():
+    """``RunInputs`` is what the one-core and the chip path read: each of run()'s inputs is a field of it (the
+    ``kernel_style`` alias and the option keywords arrive as ``kernel`` and ``options``), in a spec or not."""
+    import dataclasses
+    import inspect
+
+    from vfasim.runner.spec import FIELDS, NOT_IN_SPEC, RunInputs
+
+    names = [f.name for f in dataclasses.fields(RunInputs)]
+    params = inspect.signature(vfasim.run).parameters
+    assert sorted(names) == sorted(n for n, p in params.items()
+                                   if n != "kernel_style" and p.kind is not inspect.Parameter.VAR_KEYWORD)
+    assert sorted(names) == sorted(("hw", "algo", "kernel", "options", *FIELDS, *NOT_IN_SPEC))
+
+
 def test_a_changed_config_is_not_repeated(capsys, tmp_path):
     cfg = tmp_path / "mine.yaml"
     cfg.write_text("base: C4V16\nname: mine\n")

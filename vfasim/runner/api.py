@@ -28,7 +28,7 @@ from vfasim.sim.critical import critical_path
 from vfasim.runner.results import (ChipFigures, CriticalPathSummary, Manifest, Numerics, PolicyFields, RunOptions,
                                    RunSpec, Shape)
 from vfasim.runner.row import result_row
-from vfasim.runner.spec import run_spec
+from vfasim.runner.spec import RunInputs, run_spec
 
 __all__ = ["DEFAULT_BLOCK", "DEFAULT_KERNEL", "Options", "RunResult", "engine_precision", "run", "run_configs",
            "to_frame"]
@@ -133,30 +133,21 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     """
     check_schedule(schedule)
     config = load_hw(hw)  # a config object validated again
-    kernel = _kernel_alias(kernel, kernel_style)
-    opts = merged_options(options, option_kwargs)
-    check_applies(algo, config, dict(kernel=kernel, dispatch=dispatch, numerics_heads=numerics_heads,
-                                     trace_cores=trace_cores,
-                                     numerics=numerics, seed=seed, workload=workload, block_q=block_q,
-                                     queries=queries, decode=decode, qkv=qkv), opts, signature_defaults(run))
-    described = load_kernel(kernel or DEFAULT_KERNEL) if config.chip is not None else None  # loaded once
+    inputs = RunInputs(
+        hw=hw, algo=algo, kernel=_kernel_alias(kernel, kernel_style), options=merged_options(options, option_kwargs),
+        seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal, heads=heads,
+        kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, schedule=schedule, decode=decode, queries=queries,
+        batch=batch, dispatch=dispatch, numerics_heads=numerics_heads, numerics=numerics, matmul_format=matmul_format,
+        trace_out=trace_out, trace_window=trace_window, trace_cores=trace_cores, progress=progress, cache=cache)
+    check_applies(algo, config, inputs.values(), inputs.options, signature_defaults(run))
+    described = load_kernel(inputs.kernel or DEFAULT_KERNEL) if config.chip is not None else None  # loaded once
     check_tuning_names(config, described.name if described is not None else None)
-    spec = cast(RunSpec, run_spec(hw, config.name, config.digest(), algo, locals(), asdict(opts),
-                                  _kernel_spec(kernel, described)))
+    spec = cast(RunSpec, run_spec(inputs, config, _kernel_spec(inputs.kernel, described)))
     if matmul_format is not None:
         config = with_matmul_format(config, matmul_format)
     if described is not None:
-        return replace(_run_chip(config, algo, locals(), opts, described), spec=spec)
-    block_q, block_k = block_q or DEFAULT_BLOCK, block_k or DEFAULT_BLOCK
-    if batch != 1:
-        heads, kv_heads = _fold_batch(batch, heads, kv_heads)
-    with threadpool_limits(limits=1, user_api="blas"):  # the references' thread runs on during the timing
-        prepared = prepare(
-            config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
-            heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, decode=decode,
-            queries=queries, options=opts, progress=progress, references=True, numerics=numerics, cache=cache)
-        timed = _timed(prepared, algo, prepared.config, schedule, (trace_out, trace_window), seed, decode, block_k)
-        return replace(timed, spec=spec)
+        return replace(_run_chip(config, inputs, described), spec=spec)
+    return replace(_run_core(config, inputs), spec=spec)
 
 
 def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *,
@@ -176,26 +167,38 @@ def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *
         raise VfasimError("run_configs needs one schedule per config and configs of one precision")
     with threadpool_limits(limits=1, user_api="blas"):
         prepared = prepare(configs[0], algo, references=True, **{"numerics": None, **run_kwargs})
-        return [replace(_timed(prepared, algo, c, s, (None, None), run_kwargs.get("seed", 0), run_kwargs.get("decode", False),
-                               run_kwargs.get("block_k") or DEFAULT_BLOCK), spec=_spec_of(hw, c, algo, s, run_kwargs))
-                for hw, c, s in zip(hws, configs, schedules)]
+        inputs = [_inputs_of(hw, algo, s, run_kwargs) for hw, s in zip(hws, schedules)]
+        return [replace(_timed(prepared, c, i), spec=cast(RunSpec, run_spec(i, c, None)))
+                for c, i in zip(configs, inputs)]
 
 
-def _spec_of(hw: str | Path | HardwareConfig, config: HardwareConfig, algo: str, schedule: str,
-             run_kwargs: dict[str, Any]) -> RunSpec:
-    """The spec ``run(hw, algo, schedule=schedule, **run_kwargs)`` would carry."""
+def _inputs_of(hw: str | Path | HardwareConfig, algo: str, schedule: str, run_kwargs: dict[str, Any]) -> RunInputs:
+    """The inputs ``run(hw, algo, schedule=schedule, **run_kwargs)`` would build (not normalised: ``run_configs``
+    hands ``run_kwargs`` to ``prepare`` as they are)."""
     bound = inspect.signature(run.__wrapped__).bind(hw, algo, schedule=schedule, **run_kwargs)  # type: ignore[attr-defined]
     bound.apply_defaults()
     values = {**bound.arguments, **bound.arguments.pop("option_kwargs", {})}
     option_kwargs = {k: values.pop(k) for k in list(values) if k in Options.__dataclass_fields__}
-    opts = merged_options(values["options"], option_kwargs)
-    return cast(RunSpec, run_spec(hw, config.name, config.digest(), algo, values, asdict(opts), None))
+    return RunInputs.of(values, merged_options(values["options"], option_kwargs))
 
 
-def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
-           trace_to: tuple[str | Path | None, tuple[int, int] | None], seed: int, decode: bool,
-           block_k: int) -> RunResult:
-    """The prepared run timed on ``config``: timeline, statistics, critical path, manifest, numerics."""
+def _run_core(config: HardwareConfig, inputs: RunInputs) -> RunResult:
+    """A run on one core (a config without a chip section): its blocks default to 128 x 128, batch is more heads."""
+    i = inputs
+    heads, kv_heads = _fold_batch(i.batch, i.heads, i.kv_heads) if i.batch != 1 else (i.heads, i.kv_heads)
+    with threadpool_limits(limits=1, user_api="blas"):  # the references' thread runs on during the timing
+        prepared = prepare(
+            config, i.algo, seq_len=i.seq_len, head_dim=i.head_dim, block_q=i.block_q or DEFAULT_BLOCK,
+            block_k=i.block_k or DEFAULT_BLOCK, causal=i.causal, heads=heads, kv_heads=kv_heads, seed=i.seed,
+            workload=i.workload, qkv=i.qkv, decode=i.decode, queries=i.queries, options=i.options,
+            progress=i.progress, references=True, numerics=i.numerics, cache=i.cache)
+        return _timed(prepared, prepared.config, inputs)
+
+
+def _timed(prepared: Prepared, config: HardwareConfig, inputs: RunInputs) -> RunResult:
+    """The prepared run of ``inputs`` timed on ``config``: timeline, statistics, critical path, manifest, numerics."""
+    algo, schedule, seed, decode = inputs.algo, inputs.schedule, inputs.seed, inputs.decode
+    block_k = inputs.block_k or DEFAULT_BLOCK
     policy, opts, tiling, precision, result = (prepared.policy, prepared.opts, prepared.tiling, prepared.precision,
                                                prepared.result)
     causal, trace = tiling.causal, prepared.trace
@@ -204,7 +207,7 @@ def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
     crit = critical_path(trace, timeline, config, schedule)
     refs = prepared.references() if prepared.references is not None else None  # waits for the side threads
     numerics, failed_rows = checked_numerics(precision, policy, result, refs, prepared.blocks, tiling)
-    trace_out, window = trace_to
+    trace_out, window = inputs.trace_out, inputs.trace_window
     if trace_out is not None:
         events = algorithm_events(trace, timeline, None if result is None else result.above_max)
         events += row_failure_events(trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
@@ -227,13 +230,10 @@ def _timed(prepared: Prepared, algo: str, config: HardwareConfig, schedule: str,
         critical_path=cast(CriticalPathSummary, crit.to_dict()))
 
 
-def _run_chip(config: HardwareConfig, algo: str, args: dict, options: Options, kernel: Kernel) -> RunResult:
+def _run_chip(config: HardwareConfig, inputs: RunInputs, kernel: Kernel) -> RunResult:
     from vfasim.runner.chip_run import run_chip
 
-    keys = ("batch", "seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed",
-            "workload", "qkv", "decode", "queries", "dispatch", "numerics_heads", "trace_out", "trace_window",
-            "trace_cores", "schedule", "cache")
-    return RunResult(**run_chip(config, algo, options=options, kernel=kernel, **{k: args[k] for k in keys}))
+    return RunResult(**run_chip(config, inputs, kernel))
 
 
 def role_of(stream: str, config: HardwareConfig) -> str:

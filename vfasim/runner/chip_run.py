@@ -39,6 +39,7 @@ from vfasim.sim import busiest_stream
 from vfasim.runner.inputs import check_chip_plan
 from vfasim.runner.options import Options
 from vfasim.runner.prepare import engine_precision, numerics_block, prepare, run_workload
+from vfasim.runner.spec import RunInputs
 from vfasim.trace import KIND_CODE as OP_CODES
 from vfasim.trace import OP_KINDS, Trace
 
@@ -47,18 +48,15 @@ SHARE_CLASSES = ("tensor", "vector", "exp")
 TilingArgs = tuple[int, int, int, int, int, bool]  # Tiling's seq_len, kv_len, head_dim, block_q, block_k, causal
 
 
-def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, head_dim: int, block_q: int | None,
-             block_k: int | None, causal: bool, heads: int, kv_heads: int | None, seed: int, workload: str,
-             qkv: str | Path | None, decode: bool, queries: int, options: Options, kernel: str | Path | Kernel,
-             dispatch: str | None,
-             numerics_heads: int, trace_out: str | Path | None, trace_window: tuple[int, int] | None = None,
-             trace_cores: tuple[int, ...] | None = None, schedule: str = "pipelined", cache: bool = True) -> dict:
-    """The RunResult fields of a chip run (``api.run`` wraps them)."""
-    k = load_kernel(kernel)
-    dispatch = dispatch or k.dispatch
-    _check(batch, heads, kv_heads, dispatch, numerics_heads, qkv)
-    _check_cores(config, trace_cores)
-    kv_heads = kv_heads or heads
+def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
+    """The RunResult fields of a chip run of ``inputs`` as kernel ``k`` (``api.run`` wraps them)."""
+    algo, options, batch, heads, seq_len, head_dim, causal, decode, queries = (
+        inputs.algo, inputs.options, inputs.batch, inputs.heads, inputs.seq_len, inputs.head_dim, inputs.causal,
+        inputs.decode, inputs.queries)
+    dispatch = inputs.dispatch or k.dispatch
+    _check(batch, heads, inputs.kv_heads, dispatch, inputs.numerics_heads, inputs.qkv)
+    _check_cores(config, inputs.trace_cores)
+    kv_heads = inputs.kv_heads or heads
     policy = _policy(algo, options, k)
     if policy.skip == "topk":
         raise VfasimError(f"{algo} runs on one core only: its top-k thresholds are calibrated per (head, query "
@@ -68,9 +66,9 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
     packs = decode and queries == 1 and k.decode is not None and k.decode.pack_gqa
     group = heads // kv_heads if packs else 1  # query heads packed into one tile
     splits, split_tiles = kernel_splits(k, config, head_dim, causal, decode, batch * heads // group,
-                                        group if packs else n_q, seq_len, block_q is None and block_k is None,
-                                        n_q)
-    rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, split_tiles, block_q, block_k)
+                                        group if packs else n_q, seq_len,
+                                        inputs.block_q is None and inputs.block_k is None, n_q)
+    rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, split_tiles, inputs.block_q, inputs.block_k)
     tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
     t = Tiling(*tiling_args, heads, kv_heads)
     rows = group if packs else n_q
@@ -78,26 +76,28 @@ def run_chip(config: HardwareConfig, algo: str, *, batch: int, seq_len: int, hea
         else tiling_args
     _check_size(config, policy, batch, heads // group, kv_heads, group, Tiling(*unit_args, heads // group, kv_heads),
                 splits)
-    trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, seed, workload,
-                                   decode, queries, group, options.lam, pad_to=block_q if decode else 0)
+    trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, inputs.seed,
+                                   inputs.workload, decode, queries, group, options.lam,
+                                   pad_to=block_q if decode else 0)
     compute_dim = k.compute_head_dim(head_dim)
     trace = _padded_compute(trace, head_dim, compute_dim)
     tu = Tiling(*unit_args, heads // group, kv_heads)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative, seq_len, splits, rows)
     tile = dataclasses.replace(tu, block_q=block_q, head_dim=compute_dim)  # whole rows, valid or not; padded columns
-    res = simulate_chip(trace, config, k, rule, geo, _shape(tile, precision), dispatch, schedule,
-                        samples=trace_out is not None)
-    numerics, used = _numerics(config, algo, options, numerics_heads, heads, kv_heads, tiling_args, seed,
-                               workload, decode, queries, policy, cache)
-    if trace_out is not None:
+    res = simulate_chip(trace, config, k, rule, geo, _shape(tile, precision), dispatch, inputs.schedule,
+                        samples=inputs.trace_out is not None)
+    numerics, used = _numerics(config, inputs, policy, kv_heads, tiling_args)
+    if inputs.trace_out is not None:
         from vfasim.report.chip_perfetto import chip_trace
         from vfasim.report.perfetto import write_chrome_trace
 
-        ops = core_ops(trace, res, trace_cores) if trace_cores else None
-        write_chrome_trace(trace_out, chip_trace(res, config, trace_window, ops, list(trace_cores or []) or None))
-    return _fields(config, algo, res, trace, policy, k, dispatch, numerics, used, geo, t, seed,
-                   workload if not representative or used else "timing-only", schedule)
+        cores = inputs.trace_cores
+        ops = core_ops(trace, res, cores) if cores else None
+        write_chrome_trace(inputs.trace_out,
+                           chip_trace(res, config, inputs.trace_window, ops, list(cores or []) or None))
+    return _fields(config, algo, res, trace, policy, k, dispatch, numerics, used, geo, t, inputs.seed,
+                   inputs.workload if not representative or used else "timing-only", inputs.schedule)
 
 
 def _check_cores(config: HardwareConfig, cores: tuple[int, ...] | None) -> None:
@@ -245,21 +245,19 @@ def _flops(t: Tiling) -> float:
     return 4.0 * t.head_dim * float(pairs) * t.heads
 
 
-def _numerics(config: HardwareConfig, algo: str, options: Options, n: int, heads: int, kv_heads: int,
-              tiling_args: TilingArgs, seed: int, workload: str, decode: bool, queries: int,
-              policy: Policy, cache: bool) -> tuple[dict, list[int]]:
-    """Numerics of the first ``n`` heads (whole GQA groups) under the policy the chip run timed."""
-    if n == 0:
+def _numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, kv_heads: int,
+              tiling_args: TilingArgs) -> tuple[dict, list[int]]:
+    """Numerics of the first ``numerics_heads`` heads (whole GQA groups) under the policy the chip run timed."""
+    if inputs.numerics_heads == 0:
         return {}, []
-    group = heads // kv_heads
-    n = -(-n // group) * group
-    seq_len, head_dim, block_q, block_k, causal = tiling_args[1], tiling_args[2], tiling_args[3], tiling_args[4], \
-        tiling_args[5]
+    group = inputs.heads // kv_heads
+    n = -(-inputs.numerics_heads // group) * group
+    seq_len, head_dim, block_q, block_k, causal = tiling_args[1:6]
     with threadpool_limits(limits=1, user_api="blas"):  # as on one core: a fixed summation order, same bits
-        prepared = prepare(config, algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q,
-                                block_k=block_k, causal=causal, heads=n, kv_heads=n // group, seed=seed,
-                                workload=workload, decode=decode, queries=queries, options=options,
-                                references=True, policy=policy, cache=cache)
+        prepared = prepare(config, inputs.algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q,
+                           block_k=block_k, causal=causal, heads=n, kv_heads=n // group, seed=inputs.seed,
+                           workload=inputs.workload, decode=inputs.decode, queries=inputs.queries,
+                           options=inputs.options, references=True, policy=policy, cache=inputs.cache)
         assert prepared.references is not None and prepared.result is not None  # asked for above
         numerics, _ = numerics_block(prepared.precision, prepared.policy, prepared.result, *prepared.references())
     return numerics, list(range(n))

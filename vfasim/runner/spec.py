@@ -1,42 +1,105 @@
 """A run as one record: every input that decides a result, carried by the result and replayable.
 
-``run_spec`` turns the normalised arguments of ``vfasim.run`` into a plain,
-JSON-able mapping (``RunResult.spec``; ``vfasim run --json`` prints it under
-``"spec"``), and ``replay_arguments`` turns such a mapping back into the
-arguments of ``vfasim.run`` (``vfasim run --spec FILE``), refusing it when a
+``RunInputs`` is a run's inputs as one typed object: ``vfasim.run`` normalises and checks its
+keywords, builds it once and hands it to the one-core or the chip path (no keyword list is copied
+between modules). ``run_spec`` turns it into a plain, JSON-able mapping (``RunResult.spec``;
+``vfasim run --json`` prints it under ``"spec"``), and ``replay_arguments`` turns such a mapping
+back into the arguments of ``vfasim.run`` (``vfasim run --spec FILE``), refusing it when a
 config or kernel it names has changed since (their digests are part of it).
 
-What is not in a spec: where outputs go (``trace_out``, ``trace_window``), whether a progress
-bar shows and whether the reference cache is used; none changes a result. A config or kernel given as an object is
-recorded by name and digest: its replay needs a built-in or a file of that name.
+What is not in a spec (``NOT_IN_SPEC``): where outputs go (``trace_out``, ``trace_window``, ``trace_cores``),
+whether a progress bar shows and whether the reference cache is used; none changes a result. A config or kernel
+given as an object is recorded by name and digest: its replay needs a built-in or a file of that name.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vfasim.errors import VfasimError
 
+if TYPE_CHECKING:
+    from vfasim.hw import HardwareConfig
+    from vfasim.kernel import Kernel
+    from vfasim.runner.options import Options
+
 SPEC_VERSION = 1
-#: run() keywords a spec holds (besides hw, algo, kernel and the algorithm options)
-FIELDS = ("seq_len", "head_dim", "block_q", "block_k", "causal", "heads", "kv_heads", "seed", "workload", "qkv",
-          "schedule", "decode", "queries", "batch", "dispatch", "numerics_heads", "numerics", "matmul_format")
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """Every input of one ``vfasim.run``, normalised and checked: what its spec holds, then where outputs go.
+
+    ``hw`` and ``kernel`` are as given (a name, a path or an object; ``kernel`` after its ``kernel_style`` alias),
+    ``options`` the algorithm options merged from ``options=`` and their keywords. The fields keep ``run``'s
+    meaning: ``block_q``/``block_k`` None is the default tile (128 on one core, the kernel's own on a chip),
+    ``batch`` the launch's batch (on one core, more heads).
+    """
+
+    hw: str | Path | HardwareConfig
+    algo: str
+    kernel: str | Path | Kernel | None
+    options: Options
+    seq_len: int
+    head_dim: int
+    block_q: int | None
+    block_k: int | None
+    causal: bool
+    heads: int
+    kv_heads: int | None
+    seed: int
+    workload: str
+    qkv: str | Path | None
+    schedule: str
+    decode: bool
+    queries: int
+    batch: int
+    dispatch: str | None
+    numerics_heads: int
+    numerics: str | None
+    matmul_format: str | None
+    trace_out: str | Path | None
+    trace_window: tuple[int, int] | None
+    trace_cores: tuple[int, ...] | None
+    progress: bool
+    cache: bool
+
+    def values(self) -> dict[str, Any]:
+        """Field -> value, shallow (the config, kernel and options objects as they are)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def of(cls, keywords: Mapping[str, Any], options: Options) -> RunInputs:
+        """The inputs ``run`` builds from its keywords (``keywords`` holds each field but ``options``)."""
+        return cls(**{f.name: keywords[f.name] for f in fields(cls) if f.name != "options"}, options=options)
+
+
+#: RunInputs fields that choose outputs, not the result: no part of a spec
 NOT_IN_SPEC = ("trace_out", "trace_window", "trace_cores", "progress", "cache")
+#: RunInputs fields a spec holds as they are (besides hw, algo, kernel and the algorithm options), in its order
+FIELDS = tuple(f.name for f in fields(RunInputs) if f.name not in ("hw", "algo", "kernel", "options", *NOT_IN_SPEC))
 
 
-def run_spec(hw: object, hw_name: str, hw_digest: str, algo: str, values: dict[str, Any], options: dict[str, Any],
-             kernel: tuple[str, str] | None) -> dict[str, Any]:
-    """The spec of a run: ``values`` are run()'s normalised keywords, ``kernel`` (name or path, digest)."""
+def run_spec(inputs: RunInputs, config: HardwareConfig, kernel: tuple[str, str] | None) -> dict[str, Any]:
+    """The spec of a run of ``inputs`` on ``config`` (as loaded, before any matmul format), ``kernel`` (name or
+    path, digest) on a chip."""
     return {
         "version": SPEC_VERSION,
-        "hw": str(hw) if isinstance(hw, (str, Path)) else hw_name, "hw_digest": hw_digest,
-        "algo": algo,
+        "hw": str(inputs.hw) if isinstance(inputs.hw, (str, Path)) else config.name, "hw_digest": config.digest(),
+        "algo": inputs.algo,
         "kernel": None if kernel is None else kernel[0], "kernel_digest": None if kernel is None else kernel[1],
-        **{k: (str(values[k]) if isinstance(values[k], Path) else values[k]) for k in FIELDS},
-        "options": options,
+        **{k: _plain(getattr(inputs, k)) for k in FIELDS},
+        "options": asdict(inputs.options),
     }
+
+
+def _plain(value: object) -> object:
+    """A path as its text (a spec is JSON)."""
+    return str(value) if isinstance(value, Path) else value
 
 
 def read_spec(path: str | Path) -> dict[str, Any]:
