@@ -112,7 +112,7 @@ def _validate(args: argparse.Namespace) -> str:
     from vfasim.kernel import load_kernel
     from vfasim.report import to_json
     from vfasim.validate.report import SCATTER_FILES, format_report, to_doc, write_scatter
-    from vfasim.validate import FIT_SEQ_LENS, load_rows, modelled, subset
+    from vfasim.validate import FIT_SEQ_LENS, load_rows, modelled
 
     for flag, value in (("--rows", args.rows), ("--jobs", args.jobs)):
         if value is not None and value < 1:
@@ -131,7 +131,7 @@ def _validate(args: argparse.Namespace) -> str:
     if args.fit:
         if kernels:
             raise VfasimError("--fit fits the shipped kernels' tuning; give --kernel without --fit")
-        fitted = fit_all([r for r in subset(load_rows(), args.rows) if modelled(r)], jobs)
+        fitted = fit_all([r for r in load_rows() if modelled(r)], jobs, args.rows)
         return "\n".join(f"# {f.chip} ({f.rows} fit rows, MAPE {100 * f.mape_fit:.1f}%"
                          f"{', at bound: ' + ', '.join(f.at_bound) if f.at_bound else ''})\n{f.yaml()}"
                          for f in fitted)

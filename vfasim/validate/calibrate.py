@@ -31,6 +31,7 @@ from vfasim.validate import (
     mape,
     predict_all,
     spec_only,
+    subset,
     with_tuning,
 )
 
@@ -60,10 +61,12 @@ class Fitted:
         return "\n".join(lines)
 
 
-def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1) -> Fitted | None:
-    """Tune (chip, style) on its fit rows; None when it has fewer than two."""
-    mine = [r for r in rows if r.fit and chip_name(r) == chip and _kernel_name(r) == style
-            and ROW_RUNS.get(r.kernel, ("", "all"))[1] != "prepass"]  # a pre-pass row has no tuned parameter
+def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1, per_group: int | None = None) -> Fitted | None:
+    """Tune (chip, style) on its fit rows, at most ``per_group`` of each group (``validate.subset``: None keeps
+    every published row and ``CAMPAIGN_ROWS_PER_GROUP`` of a campaign's) spread over the group's fit rows;
+    None when it has fewer than two."""
+    mine = subset([r for r in rows if r.fit and chip_name(r) == chip and _kernel_name(r) == style
+                   and ROW_RUNS.get(r.kernel, ("", "all"))[1] != "prepass"], per_group)  # a pre-pass row: no tuning
     if len(mine) < 2:
         return None
     base = load_hw(chip)
@@ -113,9 +116,9 @@ def _golden(f: Callable[[float], float], lo: float, hi: float) -> float:
     return c if fc <= fd else d
 
 
-def fit_all(rows: list[Row], jobs: int = 1) -> list[Fitted]:
+def fit_all(rows: list[Row], jobs: int = 1, per_group: int | None = None) -> list[Fitted]:
     chips = sorted({CHIPS[r.chip] for r in rows})
-    return [f for c in chips for s in CHIP_KERNELS if (f := fit_style(rows, c, s, jobs)) is not None]
+    return [f for c in chips for s in CHIP_KERNELS if (f := fit_style(rows, c, s, jobs, per_group)) is not None]
 
 
 def _kernel_name(row: Row) -> str:
