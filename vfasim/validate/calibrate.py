@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vfasim.errors import VfasimError
 from vfasim.hw import HardwareConfig, builtin_names, load_hw
 from vfasim.kernel import Kernel
 from vfasim.validate import (
@@ -74,7 +75,7 @@ def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1, per_group: 
     kept = MEASURED.get((chip, style), ())
     shipped = base.chip.kernel_tuning.get(style) if base.chip is not None else None
     if kept and shipped is None:
-        raise ValueError(f"{chip}: {style}'s measured {', '.join(kept)} is missing from its config")
+        raise VfasimError(f"{chip}: {style}'s measured {', '.join(kept)} is missing from its config")
     values.update({n: float(getattr(shipped, n)) for n in kept})
 
     def loss(**trial: float) -> float:
