@@ -9,6 +9,8 @@ from vfasim.errors import VfasimError
 from vfasim.functional import Precision, Tiling, reference_attention, run_engine
 from vfasim.functional.checks import error_vs_reference
 from vfasim.functional.policy import summarize_keys
+from vfasim.trace import KIND_NAMES
+from vfasim.workloads import make_workload
 
 from conftest import rng_qkv
 
@@ -191,3 +193,19 @@ def test_thread_count_changes_no_bit(algo):
         assert getattr(one, name).tobytes() == getattr(three, name).tobytes(), name
     assert all(getattr(one.rows, f).tobytes() == getattr(three.rows, f).tobytes()
                for f in ("kept_tiles", "skipped_tiles", "flags", "row_sum"))
+
+
+@pytest.mark.parametrize("algo", ["fa2", "vfa"])
+def test_pv_waits_for_the_o_rescale_only_when_it_accumulates_in_place(algo):
+    """A GPU's MMA accumulates into O: the tile's O rescale (stage 2 then) precedes its PV; a split core's does not."""
+    wl = make_workload("llm-like", 512, 32, 1, 0)
+    tiling = Tiling(512, 512, 32, 64, 64, False)
+    for in_place in (False, True):
+        t = run_engine(wl.q, wl.k, wl.v, tiling, algo, o_in_place=in_place).trace
+        kind = np.array(KIND_NAMES)[t.kind]
+        deps = [set(kind[t.dep_idx[t.dep_ptr[i]:t.dep_ptr[i + 1]]]) for i in np.flatnonzero(kind == "pv_matmul")]
+        rescaled = sum("rescale_o" in d for d in deps)
+        assert rescaled == (np.count_nonzero(kind == "rescale_o") if in_place else 0)
+        assert set(t.stage[kind == "rescale_o"]) == {2 if in_place else 3}
+        if algo == "vfa" and in_place:  # frozen tiles have no rescale: their PV waits on the previous O only
+            assert 0 < rescaled < len(deps)

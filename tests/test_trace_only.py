@@ -18,12 +18,13 @@ PRECISIONS = [Precision(), Precision(matmul="float8_e4m3", vector="float16",
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("decode", [False, True])
 @pytest.mark.parametrize("precision", PRECISIONS, ids=["c16v32", "c8v16"])
-def test_trace_only_digest_equals_the_full_engine(algo, causal, decode, precision):
+@pytest.mark.parametrize("o_in_place", [False, True])
+def test_trace_only_digest_equals_the_full_engine(algo, causal, decode, precision, o_in_place):
     wl = make_workload("llm-like", 300, 32, 4, 0, 2)
     q = wl.q[:, -3:] if decode else wl.q
     tiling = Tiling(q.shape[1], 300, 32, 3 if decode else 64, 64, causal, 4, 2)
-    full = run_engine(q, wl.k, wl.v, tiling, algo, precision, decode=decode).trace
-    assert trace_only(tiling, algo, precision, decode=decode).digest() == full.digest()
+    full = run_engine(q, wl.k, wl.v, tiling, algo, precision, decode=decode, o_in_place=o_in_place).trace
+    assert trace_only(tiling, algo, precision, decode=decode, o_in_place=o_in_place).digest() == full.digest()
 
 
 def test_options_that_keep_the_trace_data_independent_are_accepted():

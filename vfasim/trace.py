@@ -54,11 +54,11 @@ OP_KINDS: dict[str, tuple[str, str]] = {
     "quant_p": ("vector", "elements"),  # block absmax and scale of P, for scaled P formats
     "cast_p": ("vector", "elements"),
     "move_p": ("memory", "bytes"),  # P tile vector -> cube (split cores; free when shared)
+    "rescale_o": ("vector", "elements"),  # O *= exp(m_old - m_new); before PV, which may accumulate into O in place
     "load_v": ("memory", "bytes"),
     "pv_matmul": ("tensor", "macs"),
     "move_o": ("memory", "bytes"),  # partial O cube -> vector before a rescaling update (split cores)
     "move_pv": ("memory", "bytes"),  # the same hand-off on a frozen block; gone when O stays in the cube
-    "rescale_o": ("vector", "elements"),
     "accumulate_o": ("vector", "elements"),  # O = rescaled O + PV, after a rescale
     "accumulate_pv": ("vector", "elements"),  # O += PV with the max frozen: vector, or the cube's accumulator
     "normalize": ("vector", "elements"),

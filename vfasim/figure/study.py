@@ -68,7 +68,8 @@ def make_trace(hw: HardwareConfig, variant: str, granularity: str, head_dim: int
                emulation: float = 0.0) -> Trace:
     """The engine's trace of ``variant`` at one granularity on ``hw``'s formats."""
     wl, q, tiling = _workload(granularity, head_dim, seq_len)
-    res = run_engine(q, wl.k, wl.v, tiling, variant_policy(variant, emulation), engine_precision(hw))
+    res = run_engine(q, wl.k, wl.v, tiling, variant_policy(variant, emulation), engine_precision(hw),
+                     o_in_place=hw.o_in_place)
     return res.traced()
 
 

@@ -24,6 +24,7 @@ class TraceEmitters:
     p_prec: Precision
     state_dtype: str
     decode: bool
+    o_in_place: bool
     tb: TraceBuilder
     qblock: np.ndarray
     load_q: np.ndarray
@@ -111,13 +112,14 @@ class TraceEmitters:
                        deps=(cast,), kblock=kb)
         load_v = tb.emit("load_v", rows, slot, self._bytes(bc, "v"), prec.matmul,
                          deps=(ops["load_k"], decided), kblock=kb)
-        pv = tb.emit("pv_matmul", rows, slot, br * bc * d, p_fmt.matmul, deps=(cast, load_v), kblock=kb)
+        o_src = self.writer["o"][rows].copy()
+        o_src[sp] = tb.emit("rescale_o", rows[sp], slot, br * d, state, deps=(factor[sp], o_src[sp]), kblock=kb[sp])
+        in_place = (o_src,) if self.o_in_place else ()  # the MMA reads O as its accumulator
+        pv = tb.emit("pv_matmul", rows, slot, br * bc * d, p_fmt.matmul, deps=(cast, load_v, *in_place), kblock=kb)
         frozen = np.flatnonzero(~rescales)  # partial O handed from the cube to the vector side (fp32)
         pv[sp] = tb.emit("move_o", rows[sp], slot, br * d * 4, "float32", deps=(pv[sp],), kblock=kb[sp])
         pv[frozen] = tb.emit("move_pv", rows[frozen], slot, br * d * 4, "float32", deps=(pv[frozen],),
                              kblock=kb[frozen])
-        o_src = self.writer["o"][rows].copy()
-        o_src[sp] = tb.emit("rescale_o", rows[sp], slot, br * d, state, deps=(factor[sp], o_src[sp]), kblock=kb[sp])
         acc_o = np.empty(rows.size, np.int64)
         acc_o[sp] = tb.emit("accumulate_o", rows[sp], slot, br * d, state, deps=(pv[sp], o_src[sp]), kblock=kb[sp])
         acc_o[frozen] = tb.emit("accumulate_pv", rows[frozen], slot, br * d, state, deps=(pv[frozen], o_src[frozen]),

@@ -35,7 +35,7 @@ from vfasim.functional.emit import TraceEmitters
 from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
 from vfasim.functional.precision import Precision
 from vfasim.functional.results import ROW_FLAGS, Counts, EngineResult, RowDiagnostics
-from vfasim.functional.stages import SOFTWARE_PIPELINE
+from vfasim.functional.stages import pipeline
 from vfasim.functional.tiling import Tiling
 from vfasim.functional.update import SoftmaxUpdate
 from vfasim.trace import TraceBuilder
@@ -49,13 +49,15 @@ ENGINE_THREADS = 2  # row batches of a step run on this many threads (rows are i
 
 def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str | Policy,
                precision: Precision = Precision(), lam: float = 1e-3, *,
-               thresholds: np.ndarray | None = None, decode: bool = False,
+               thresholds: np.ndarray | None = None, decode: bool = False, o_in_place: bool = False,
                progress: bool = False, rows: np.ndarray | None = None, trace: bool = True,
                threads: int | None = None) -> EngineResult:
     """Run ``algo`` on Q [H, N, d], K/V [Hkv, Nk, d]; return output, diagnostics and trace.
 
     ``thresholds`` [rows] are BSFA's calibrated block-max thresholds; ``decode`` marks a
-    decode step (key summaries are maintained incrementally); ``progress`` shows a bar
+    decode step (key summaries are maintained incrementally); ``o_in_place`` marks a
+    kernel whose PV matmul accumulates into O in place (its trace has PV wait for the O
+    rescale, see ``stages``); ``progress`` shows a bar
     over the key-block steps on stderr. ``rows`` (engine rows, head × n_qblocks + query
     block) limits the key-block loop to those rows: the others' outputs are NaN and their
     trace holds no tile ops (a checking aid, not a run to time). Without ``trace`` the
@@ -71,9 +73,9 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     # Tile-sized matmuls gain nothing from BLAS threads, and oversubscribed threads spin.
     threads = engine_threads(threads)
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
-        loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode)
+        loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode, o_in_place)
         if not trace:
-            loop.tb = _Untraced(tiling.n_rows, tiling.n_kblocks, schedule=SOFTWARE_PIPELINE)
+            loop.tb = _Untraced(tiling.n_rows, tiling.n_kblocks, schedule=pipeline(o_in_place))
         loop.pool, loop.threads = (pool, threads) if threads > 1 else (None, 1)
         if rows is not None:
             loop.order[np.setdiff1d(np.arange(tiling.n_rows), rows)] = -1
@@ -92,9 +94,10 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
     """State of one tiled run: blocked inputs, running (m, l, O) per row, trace builder."""
 
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, policy: Policy,
-                 prec: Precision, lam: float, thresholds: np.ndarray | None, decode: bool) -> None:
+                 prec: Precision, lam: float, thresholds: np.ndarray | None, decode: bool,
+                 o_in_place: bool) -> None:
         self.t, self.policy, self.prec, self.lam = tiling, policy, prec, lam
-        self.thresholds, self.decode = thresholds, decode
+        self.thresholds, self.decode, self.o_in_place = thresholds, decode, o_in_place
         self.vr = prec.round_vector  # vector-side values live in float32, rounded to the format by vr
         self.state_dtype = "float32" if policy.fp32_state else prec.vector  # l and O
         self.sr = Precision(vector=self.state_dtype).round_vector
@@ -124,8 +127,8 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         self.skipped = np.zeros((n, bq), np.int32)
         self.flags = np.zeros((n, bq), np.uint8)
         self.p_cast_nonzero = np.zeros((n, bq), bool)
-        self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode),
-                               schedule=SOFTWARE_PIPELINE)
+        self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode, o_in_place),
+                               schedule=pipeline(o_in_place))
         self.writer = {name: np.full(n, -1, np.int64) for name in ("m", "l", "o")}
 
     @property
@@ -321,8 +324,8 @@ def _steps(n: int, progress: bool) -> Iterable[int]:
     return tqdm(range(n), desc="engine", unit="step")
 
 
-def _meta(t: Tiling, policy: Policy, prec: Precision, lam: float, decode: bool) -> dict:
+def _meta(t: Tiling, policy: Policy, prec: Precision, lam: float, decode: bool, o_in_place: bool) -> dict:
     return {"seq_len": t.seq_len, "kv_len": t.kv_len, "head_dim": t.head_dim, "block_q": t.block_q,
             "block_k": t.block_k, "causal": t.causal, "heads": t.heads, "kv_heads": t.kv_heads,
-            "matmul_dtype": prec.matmul, "vector_dtype": prec.vector, "decode": decode,
+            "matmul_dtype": prec.matmul, "vector_dtype": prec.vector, "decode": decode, "o_in_place": o_in_place,
             "policy": dataclasses.asdict(policy), "lam": lam if policy.skip in ("block", "row") else None}

@@ -23,7 +23,7 @@ from vfasim.errors import VfasimError
 from vfasim.functional.engine import _Loop, _meta
 from vfasim.functional.policy import Policy, policy_for
 from vfasim.functional.precision import Precision
-from vfasim.functional.stages import SOFTWARE_PIPELINE
+from vfasim.functional.stages import pipeline
 from vfasim.functional.tiling import Tiling
 from vfasim.trace import Trace, TraceBuilder
 
@@ -34,13 +34,13 @@ def data_independent(policy: Policy) -> bool:
 
 
 def trace_only(tiling: Tiling, algo: str | Policy, precision: Precision = Precision(), *,
-               decode: bool = False) -> Trace:
+               decode: bool = False, o_in_place: bool = False) -> Trace:
     """The trace ``run_engine`` would emit for ``algo`` on ``tiling``, without computing anything."""
     policy = algo if isinstance(algo, Policy) else policy_for(algo)
     if not data_independent(policy):
         raise VfasimError("this algorithm's trace depends on the data (it skips blocks or rescales "
                           "conditionally); it needs the full engine")
-    loop = _TraceLoop(tiling, policy, precision, decode)
+    loop = _TraceLoop(tiling, policy, precision, decode, o_in_place)
     loop.prelude()
     loop.all_steps()
     return loop.finish_trace(algo if isinstance(algo, str) else "custom")
@@ -49,9 +49,9 @@ def trace_only(tiling: Tiling, algo: str | Policy, precision: Precision = Precis
 class _TraceLoop(_Loop):
     """``_Loop`` holding only what the emitters read: block order, owners, op writers."""
 
-    def __init__(self, tiling: Tiling, policy: Policy, prec: Precision, decode: bool) -> None:
+    def __init__(self, tiling: Tiling, policy: Policy, prec: Precision, decode: bool, o_in_place: bool) -> None:
         self.t, self.policy, self.prec, self.lam = tiling, policy, prec, 1e-3
-        self.thresholds, self.decode = None, decode
+        self.thresholds, self.decode, self.o_in_place = None, decode, o_in_place
         self.state_dtype = "float32" if policy.fp32_state else prec.vector  # as _Loop: l and O
         self.p_prec = prec.for_p(policy.p_bf16)
         prec.check_shapes(tiling.head_dim, tiling.block_k)
@@ -60,8 +60,9 @@ class _TraceLoop(_Loop):
         self.kv_head = rows // tiling.n_qblocks // (tiling.heads // tiling.kv_heads)
         self.order = tiling.order(policy.reorder)[self.qblock]
         self.local = tiling.local_block[self.qblock]
-        self.tb = TraceBuilder(tiling.n_rows, tiling.n_kblocks, meta=_meta(tiling, policy, prec, self.lam, decode),
-                               schedule=SOFTWARE_PIPELINE)
+        self.tb = TraceBuilder(tiling.n_rows, tiling.n_kblocks, meta=_meta(tiling, policy, prec, self.lam, decode,
+                                                                       o_in_place),
+                               schedule=pipeline(o_in_place))
         self.writer = {name: np.full(tiling.n_rows, -1, np.int64) for name in ("m", "l", "o")}
 
     def prelude(self) -> None:

@@ -149,6 +149,11 @@ class HardwareConfig(_Strict):
                 raise ValueError(f"pipelines.{name}.shares_issue_with: {name!r} and {other!r} need the same units "
                                  "and units_by to share one stream")
 
+    @property
+    def o_in_place(self) -> bool:
+        """PV accumulates into O in place (``accumulate_o`` fused into the MMA), so O's rescale precedes PV."""
+        return self.op_map["accumulate_o"] == FUSED
+
     def issue_streams(self) -> list[tuple[str, ...]]:
         """Pipeline names per in-order instruction stream, streams in order of their first pipeline."""
         streams: dict[str, list[str]] = {}

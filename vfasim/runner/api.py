@@ -163,8 +163,10 @@ def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *
     schedules = schedules or ["pipelined"] * len(configs)
     for schedule in schedules:
         check_schedule(schedule)
-    if any(engine_precision(c) != engine_precision(configs[0]) for c in configs) or len(schedules) != len(configs):
-        raise VfasimError("run_configs needs one schedule per config and configs of one precision")
+    if any((engine_precision(c), c.o_in_place) != (engine_precision(configs[0]), configs[0].o_in_place)
+           for c in configs) or len(schedules) != len(configs):
+        raise VfasimError("run_configs needs one schedule per config and configs of one precision and one O "
+                          "accumulation (op_map.accumulate_o fused or not)")
     with threadpool_limits(limits=1, user_api="blas"):
         prepared = prepare(configs[0], algo, references=True, **{"numerics": None, **run_kwargs})
         inputs = [_inputs_of(hw, algo, s, run_kwargs) for hw, s in zip(hws, schedules)]

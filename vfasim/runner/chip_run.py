@@ -78,7 +78,7 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
                 splits)
     trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, inputs.seed,
                                    inputs.workload, decode, queries, group, options.lam,
-                                   pad_to=block_q if decode else 0)
+                                   pad_to=block_q if decode else 0, o_in_place=config.o_in_place)
     compute_dim = k.compute_head_dim(head_dim)
     trace = _padded_compute(trace, head_dim, compute_dim)
     tu = Tiling(*unit_args, heads // group, kv_heads)
@@ -187,24 +187,26 @@ def _policy(algo: str, options: Options, kernel: Kernel) -> Policy:
 
 def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch: int, heads: int, kv_heads: int,
            seed: int, workload: str, decode: bool, queries: int, packed: int,
-           lam: float, pad_to: int = 0) -> tuple[Trace, bool]:
+           lam: float, pad_to: int = 0, o_in_place: bool = False) -> tuple[Trace, bool]:
     """(trace, representative): a group's representative heads without data, or every head through the engine.
 
     ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads. ``pad_to`` > 0 (a
     decode tile's rows): the timing-only trace computes whole tiles of that many rows, as the MMAs and the
     softmax of a real tile do whatever rows are valid (the engine's trace keeps the valid rows only).
+    ``o_in_place`` as ``run_engine`` takes it.
     """
     group = heads // kv_heads
     if data_independent(policy):
         rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
         padded = (rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:])
-        trace = trace_only(Tiling(*padded, representative_heads(group), 1), policy, precision, decode=decode)
+        trace = trace_only(Tiling(*padded, representative_heads(group), 1), policy, precision, decode=decode,
+                           o_in_place=o_in_place)
         return _predicated(trace, tiling_args[0], rows), True
     wl = run_workload(None, workload, tiling_args[1], tiling_args[2], heads * packed * batch, kv_heads * batch,
                        seed, decode, queries)
     q = wl.q.reshape(heads * batch, -1, wl.q.shape[-1])  # a group's query heads are adjacent
     t = Tiling(*tiling_args, heads * batch, kv_heads * batch)
-    return run_engine(q, wl.k, wl.v, t, policy, precision, lam, decode=decode).traced(), False
+    return run_engine(q, wl.k, wl.v, t, policy, precision, lam, decode=decode, o_in_place=o_in_place).traced(), False
 
 
 def _predicated(trace: Trace, valid: int, rows: int) -> Trace:

@@ -77,7 +77,7 @@ def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, 
                                 decode, queries)
         check_blocks(tiling)
         precision = engine_precision(config)
-        trace = trace_only(tiling, policy, precision, decode=decode)
+        trace = trace_only(tiling, policy, precision, decode=decode, o_in_place=config.o_in_place)
         return Prepared(config, policy, opts, workload, None, tiling, precision, None, trace, None)
     wl = run_workload(qkv, workload, seq_len, head_dim, heads, kv_heads, seed, decode, queries)
     tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if decode else block_q,
@@ -107,7 +107,7 @@ def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, 
         if engine_threads(threads) == 1:  # the engine allocates in the main arena: see vfasim.allocator
             tune_allocator()
         result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
-                            decode=decode, progress=progress, threads=threads)
+                            decode=decode, o_in_place=config.o_in_place, progress=progress, threads=threads)
     refs = _awaited(*side, result if is_baseline else None) if side is not None else None
     return Prepared(config, policy, opts, wl.name, inputs[:16], tiling, precision, result, result.traced(), refs,
                     blocks)
