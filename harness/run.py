@@ -32,6 +32,9 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
               256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]}
 
 
+PHASES = ("checks", "micro", "issue", "latency", "profile", "fa3", "decode", "numerics", "prefill")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv if argv is None else argv
     ap = argparse.ArgumentParser(prog="python -m harness.run", description=__doc__)
@@ -44,9 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pick-configs", action="store_true", help="time candidate tile configs first, keep the best")
     ap.add_argument("--workers", type=int, default=8, help="parallel compile/check processes")
     ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
-                    help="comma-separated; also 'latency' (pointer-chase L2/HBM latency, into micro.csv) and "
+                    help="comma-separated; also 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
+                         "overlap and dependent latencies, into micro.csv) and "
                          "'profile' (the CUDA kernels of a few SDPA calls, profile.csv)")
     a = ap.parse_args(argv[1:])
+    unknown = set(a.phases.split(",")) - set(PHASES)
+    if unknown:
+        ap.error(f"unknown phase(s) {', '.join(sorted(unknown))} (valid: {', '.join(PHASES)})")
     budget = Budget(a.budget_s)
     out = a.out
     os.makedirs(out, exist_ok=True)
@@ -143,6 +150,13 @@ def main(argv: list[str] | None = None) -> int:
                 run_micro(add_micro, sms, timer, clocks, a.quick, log)
             except Exception as e:  # noqa: BLE001
                 log(f"micro phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+            tables["micro"].flush()
+        if "issue" in phases:
+            try:
+                from harness.issue import run_issue
+                run_issue(add_micro, sms, a.quick, log)
+            except Exception as e:  # noqa: BLE001
+                log(f"issue phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
             tables["micro"].flush()
         if "latency" in phases:
             try:
