@@ -69,6 +69,22 @@ def test_rows_without_a_kernel_description_are_counted_not_dropped(doc):
     assert sum(g["rows_fit"] + g["rows_heldout"] for g in doc["groups"]) + sum(counted.values()) == len(rows)
 
 
+def test_the_report_says_how_many_of_each_groups_rows_it_compared(doc):
+    from vfasim.validate import row_group
+    from vfasim.validate.report import _compared_line
+
+    totals: dict = {}
+    for r in load_rows():
+        if modelled(r):
+            totals[row_group(r)] = totals.get(row_group(r), 0) + 1
+    kept = [row_group(r) for r in subset(load_rows(), 1) if modelled(r)]  # --rows 1: one row of every group
+    got = {(c["chip"], c["kernel"], c["dtype"], c["mode"]): (c["rows"], c["of"]) for c in doc["compared"]}
+    assert got == {g: (kept.count(g), n) for g, n in totals.items()}
+    assert sum(n for n, _ in got.values()) == sum(g["rows_fit"] + g["rows_heldout"] for g in doc["groups"])
+    line = _compared_line(doc["compared"])
+    assert f"{len(kept)} of {sum(totals.values())} modelled rows" in line
+
+
 def test_unverified_transcriptions_are_never_fit_rows():
     rows = load_rows()
     fp8 = [r for r in rows if r.table in UNVERIFIED_TABLES]

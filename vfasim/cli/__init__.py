@@ -136,7 +136,7 @@ def _validate(args: argparse.Namespace) -> str:
                          f"{', at bound: ' + ', '.join(f.at_bound) if f.at_bound else ''})\n{f.yaml()}"
                          for f in fitted)
     v = run_validation(args.rows, jobs, kernels)
-    doc = to_doc(v.groups, v.not_modelled, v.ratios, FIT_SEQ_LENS, v.tuning, v.chips_without_rows)
+    doc = to_doc(v, FIT_SEQ_LENS)
     paths = write_scatter(v.groups, Path(args.out)) if args.out else []
     if args.json:
         return to_json(doc)

@@ -182,14 +182,24 @@ class Validation:
     ratios: list[dict]
     tuning: dict[str, dict]  # "chip/style" -> the tuning the configs hold
     chips_without_rows: list[str]  # built-in chips (with a chip section) no shipped row measures
+    compared: dict[tuple[str, str, str, str], tuple[int, int]]  # row_group -> (rows compared, modelled rows)
 
 
 def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[Kernel, ...] = ()) -> Validation:
     """Every modelled row of the shipped tables (or ``per_group`` rows of each group) through the model."""
-    from vfasim.validate import load_rows, modelled, subset, why_not
+    from vfasim.validate import load_rows, modelled, row_group, subset, why_not
 
-    rows = subset(load_rows(), per_group)
+    everything = load_rows()
+    rows = subset(everything, per_group)
     mine = [r for r in rows if modelled(r)]
+    compared: dict[tuple[str, str, str, str], tuple[int, int]] = {}
+    for r in everything:
+        if modelled(r):
+            n, total = compared.get(row_group(r), (0, 0))
+            compared[row_group(r)] = (n, total + 1)
+    for r in mine:
+        n, total = compared[row_group(r)]
+        compared[row_group(r)] = (n + 1, total)
     skipped: dict[tuple[str, str, str], int] = {}
     for r in rows:
         if not modelled(r):
@@ -203,6 +213,6 @@ def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[K
         for style, t in (cfg.kernel_tuning.items() if cfg is not None else ()):
             kept = MEASURED.get((chip, style), ())
             tuning[f"{chip}/{style}"] = {**t.model_dump(), "at_bound": at_bound(t.model_dump(), kept)}
-    measured = {CHIPS[r.chip] for r in load_rows() if r.chip in CHIPS}
+    measured = {CHIPS[r.chip] for r in everything if r.chip in CHIPS}
     chips = [n for n in builtin_names() if load_hw(n).chip is not None and n not in measured]
-    return Validation(groups(preds, spec), preds, skipped, ratio_errors(preds), tuning, chips)
+    return Validation(groups(preds, spec), preds, skipped, ratio_errors(preds), tuning, chips, compared)

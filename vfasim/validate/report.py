@@ -22,7 +22,7 @@ from vfasim.io.outputs import save_figure
 from vfasim.validate import CHIPS
 
 if TYPE_CHECKING:
-    from vfasim.validate.calibrate import Group
+    from vfasim.validate.calibrate import Group, Validation
     from vfasim.validate import Prediction, Row
 
 CHIP_COLORS = {"H100-SXM": "#4c72b0", "H200": "#55a868", "B200": "#c44e52", "B300": "#8172b2",
@@ -60,9 +60,9 @@ def why(p: Prediction) -> str:
             f"bound {p.bound} ({util}); {p.waves} wave(s)")
 
 
-def to_doc(groups: list[Group], not_modelled: dict, ratios: list[dict], fit_seq_lens: Iterable[int], tuning: dict,
-           chips_without_rows: list[str]) -> dict:
+def to_doc(v: Validation, fit_seq_lens: Iterable[int]) -> dict:
     """The JSON document: errors are fractions, not percent."""
+    groups, not_modelled = v.groups, v.not_modelled
     return {
         "groups": [{"chip": g.chip, "kernel": g.kernel, "dtype": g.dtype, "mode": g.mode, "regime": g.regime,
                     "style": g.style, "rows_fit": len(g.fit),
@@ -72,10 +72,12 @@ def to_doc(groups: list[Group], not_modelled: dict, ratios: list[dict], fit_seq_
                                "bound": p.bound, "why": why(p)} for p in g.worst()]} for g in groups],
         "not_modelled": [{"chip": c, "kernel": k, "reason": why, "rows": n}
                          for (c, k, why), n in sorted(not_modelled.items())],
-        "chips_without_rows": chips_without_rows,
-        "ratios": ratios,
+        "chips_without_rows": v.chips_without_rows,
+        "ratios": v.ratios,
         "fit_seq_lens": list(fit_seq_lens),
-        "tuning": tuning,
+        "tuning": v.tuning,
+        "compared": [{"chip": c, "kernel": k, "dtype": f, "mode": m, "rows": n, "of": total}
+                     for (c, k, f, m), (n, total) in sorted(v.compared.items())],
     }
 
 
@@ -99,6 +101,7 @@ def format_report(doc: dict) -> str:
                  "|error|; bias = mean error")
     lines.append("tier 1 uses no fitted parameter (the configs' kernel_tuning removed); tier 2 the configs as shipped")
     lines.append(f"fit rows: seq_len in {doc['fit_seq_lens']} of verified tables; every other row is held out")
+    lines.append(_compared_line(doc["compared"]))
     lines += [f"tuning in the configs: {chip} {style}: {vals}" for (chip, style), vals in _tuning_items(doc)]
     lines.append("")
     lines.append("not modelled: " + (", ".join(
@@ -111,6 +114,17 @@ def format_report(doc: dict) -> str:
     lines.append("")
     lines += _ratio_lines(doc["ratios"])
     return "\n".join(lines)
+
+
+def _compared_line(compared: list[dict]) -> str:
+    n, total = sum(c["rows"] for c in compared), sum(c["of"] for c in compared)
+    cut = [c for c in compared if c["rows"] < c["of"]]
+    if not cut:
+        return f"rows compared: all {total} modelled rows"
+    return (f"rows compared: {n} of {total} modelled rows; {len(cut)} measurement groups on an evenly spread "
+            f"subset ({min(c['rows'] for c in cut)}-{max(c['rows'] for c in cut)} of "
+            f"{min(c['of'] for c in cut)}-{max(c['of'] for c in cut)} rows each; --rows N sets the cap, the "
+            "JSON lists every group's count)")
 
 
 def _tuning_items(doc: dict) -> Iterator[tuple[tuple[str, str], str]]:
