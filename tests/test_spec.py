@@ -83,3 +83,25 @@ def test_spec_refuses_other_run_options(tmp_path, capsys):
     path.write_text(json.dumps(vfasim.run("C4V16", "fa2", seq_len=256).spec))
     assert main(["run", "--spec", str(path), "--heads", "2"]) == 2
     assert "give no other run options (got --heads)" in capsys.readouterr().err
+
+
+def test_run_inputs_defaults_are_runs():
+    """``RunInputs`` holds ``vfasim.run``'s defaults, so every entry point that plans a run leaves out the same."""
+    import inspect
+
+    from vfasim.runner.spec import DEFAULTS
+
+    params = inspect.signature(vfasim.run).parameters
+    assert DEFAULTS == {k: params[k].default for k in DEFAULTS}
+
+
+def test_the_typed_spec_is_the_spec_of_the_inputs():
+    """``results.RunSpec`` (for type checkers) declares the keys ``run_spec`` writes, in its order, and each run
+    field with its ``RunInputs`` type as JSON holds it (a path as its text)."""
+    from vfasim.runner.results import RunSpec
+    from vfasim.runner.spec import FIELDS, SPEC_KEYS, RunInputs
+
+    assert tuple(RunSpec.__annotations__) == SPEC_KEYS
+    assert tuple(vfasim.run("C4V16", "fa2", seq_len=256).spec) == SPEC_KEYS
+    as_json = {k: RunInputs.__annotations__[k].replace(" | Path", "") for k in FIELDS}  # annotations as written
+    assert {k: RunSpec.__annotations__[k].__forward_arg__ for k in FIELDS} == as_json

@@ -19,7 +19,7 @@ import pytest
 import vfasim
 import vfasim.sweep as sweep
 from vfasim.cli import main
-from vfasim.hw import load_hw
+from vfasim.hw import HardwareConfig, load_hw
 from vfasim.sweep import Axis, make_points, parse_set, results_frame, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_bad_path_or_value_is_one_line_error_and_writes_nothing(tmp_path, capsys
 def test_resume_computes_only_the_missing_points(tmp_path, monkeypatch):
     calls = []
     real = sweep.run_group
-    monkeypatch.setattr(sweep, "run_group", lambda docs, algo, kws: calls.extend(kws) or real(docs, algo, kws))
+    monkeypatch.setattr(sweep, "run_group", lambda plans: calls.extend(plans) or real(plans))
     points = make_points(["C4V16"], ["fa2", "vfa"], [Axis("exp_scale", (0.5, 1, 2))], SMALL)
 
     first = run_sweep(points, tmp_path / "resumed", jobs=1, max_points=2)  # "killed" after 2 points
@@ -105,7 +105,7 @@ def test_resume_computes_only_the_missing_points(tmp_path, monkeypatch):
     calls.clear()
     second = run_sweep(points, tmp_path / "resumed", jobs=1)
     assert (second.computed, second.reused, len(calls), second.complete) == (4, 2, 4, True)
-    assert {kw["seq_len"] for kw in calls} == {256}
+    assert {p.inputs.seq_len for p in calls} == {256}
     fresh = run_sweep(points, tmp_path / "fresh", jobs=1)
     pd.testing.assert_frame_equal(results_frame(second), results_frame(fresh))
 
@@ -245,7 +245,7 @@ def test_points_sharing_numerics_run_the_engine_once_and_match_single_runs(monke
     assert len(engine_runs) == 4 + 2  # and the fa2 baseline once for each vfa group
     records = {json.dumps(r["inputs"], sort_keys=True): r["result"] for r in result.records}
     for p in points:
-        alone = vfasim.run(sweep.HardwareConfig.model_validate(p.hw_doc), p.algo, **p.run_kwargs).to_dict()
+        alone = vfasim.run(HardwareConfig.model_validate(p.hw_doc), p.algo, **p.run_kwargs).to_dict()
         got = records[json.dumps(p.inputs, sort_keys=True)]
         assert {k: got[k] for k in alone} == json.loads(json.dumps(alone))
 

@@ -43,10 +43,9 @@ import pandas as pd
 from pydantic import ValidationError
 
 from vfasim.errors import VfasimError
-from vfasim.hw import load_hw
 from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.hw.registry import first_error
-from vfasim.runner.inputs import check_schedule, checked
+from vfasim.runner.inputs import checked
 from vfasim.runner.inputs import factors as check_factors
 from vfasim.sim import simulate
 from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
@@ -163,22 +162,25 @@ def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vf
                       **run_kwargs: Any) -> pd.DataFrame:
     """``vfasim sensitivity``: one functional run, then its trace re-simulated per hardware parameter.
 
-    ``run_kwargs`` are ``run``'s workload, shape and algorithm-option keywords. One core only: on a
-    config with a chip section it would time one core with every head in series, so it is refused.
+    ``run_kwargs`` are ``run``'s workload, shape and algorithm-option keywords (its run is planned as ``run``'s,
+    ``runner.plan``). One core only: on a config with a chip section it would time one core with every head in
+    series, so it is refused; so are the inputs of ``run`` it would not read (``NOT_READ``).
     """
-    from vfasim.runner.api import run
-    from vfasim.runner.applies import check_applies
-    from vfasim.runner.inputs import signature_defaults
-    from vfasim.runner.options import Options, merged_options
+    from vfasim.runner.plan import plan
     from vfasim.runner.prepare import prepare
 
-    check_schedule(schedule)
-    config = load_hw(hw)  # a config object validated again
-    if config.chip is not None:
-        raise VfasimError(f"sensitivity re-times one core's trace; {config.name} is a chip (give a core config, "
-                          "or compare chip variants with vfasim sweep)")
-    options = {k: run_kwargs.pop(k) for k in list(run_kwargs) if k in Options.__dataclass_fields__}
-    opts = merged_options(run_kwargs.pop("options", Options()), options)
-    check_applies(algo, config, run_kwargs, opts, signature_defaults(run))
-    prepared = prepare(config, algo, options=opts, **run_kwargs)
+    factors = check_factors(factors)
+    planned = plan({**run_kwargs, "hw": hw, "algo": algo, "schedule": schedule})
+    if planned.config.chip is not None:
+        raise VfasimError(f"sensitivity re-times one core's trace; {planned.config.name} is a chip (give a core "
+                          "config, or compare chip variants with vfasim sweep)")
+    for name in NOT_READ:
+        if planned.inputs.given(name):
+            raise VfasimError(f"{name} does not apply: sensitivity re-times one trace and {NOT_READ[name]}")
+    prepared = prepare(planned.timed, planned.inputs)
     return sensitivity(prepared.trace, prepared.config, schedule, factors)
+
+
+#: inputs of ``run`` that ``sensitivity_table`` refuses, and why it would not read them
+NOT_READ = {"numerics": "checks no numerics", "cache": "computes no references",
+            "trace_out": "writes no timeline"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -14,30 +13,27 @@ from threadpoolctl import threadpool_limits
 from vfasim import __version__
 from vfasim.errors import VfasimError
 from vfasim.frozen import freeze, thaw
-from vfasim.hw import HardwareConfig, load_hw
-from vfasim.hw.formats import with_matmul_format
+from vfasim.functional import Precision
+from vfasim.hw import HardwareConfig
 from vfasim.io.outputs import finite
-from vfasim.runner.applies import check_applies, check_tuning_names
-from vfasim.runner.inputs import check_schedule, checked, signature_defaults
-from vfasim.kernel import Kernel, load_kernel
-from vfasim.runner.options import Options, merged_options, topk_for
-from vfasim.runner.prepare import Prepared, checked_numerics, digest, engine_precision, prepare
+from vfasim.runner.inputs import checked
+from vfasim.kernel import Kernel
+from vfasim.runner.options import Options, topk_for
+from vfasim.runner.plan import DEFAULT_KERNEL, Plan, plan
+from vfasim.runner.prepare import DEFAULT_BLOCK, Prepared, checked_numerics, digest, engine_precision, prepare
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import simulate, timing_stats
 from vfasim.sim.critical import critical_path
 from vfasim.runner.results import (ChipFigures, CriticalPathSummary, Manifest, Numerics, PolicyFields, RunOptions,
                                    RunSpec, Shape)
 from vfasim.runner.row import result_row
-from vfasim.runner.spec import RunInputs, run_spec
+from vfasim.runner.spec import RunInputs
 
 __all__ = ["DEFAULT_BLOCK", "DEFAULT_KERNEL", "Options", "RunResult", "engine_precision", "run", "run_configs",
            "to_frame"]
 
 if TYPE_CHECKING:  # pandas loads only when a frame is asked for
     import pandas as pd
-
-DEFAULT_BLOCK = 128  # one core's tile rows and keys when none are given (the paper's 128 x 128)
-DEFAULT_KERNEL = "fa2"  # a chip run's kernel when none is given
 
 
 @dataclass(frozen=True)
@@ -131,70 +127,70 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     and keep the references (float64 oracle, fa2 baseline) in the reference cache (``vfasim.io.refcache``);
     it never changes a result.
     """
-    check_schedule(schedule)
-    config = load_hw(hw)  # a config object validated again
-    inputs = RunInputs(
-        hw=hw, algo=algo, kernel=_kernel_alias(kernel, kernel_style), options=merged_options(options, option_kwargs),
-        seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal, heads=heads,
-        kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, schedule=schedule, decode=decode, queries=queries,
-        batch=batch, dispatch=dispatch, numerics_heads=numerics_heads, numerics=numerics, matmul_format=matmul_format,
-        trace_out=trace_out, trace_window=trace_window, trace_cores=trace_cores, progress=progress, cache=cache)
-    check_applies(algo, config, inputs.values(), inputs.options, signature_defaults(run))
-    described = load_kernel(inputs.kernel or DEFAULT_KERNEL) if config.chip is not None else None  # loaded once
-    check_tuning_names(config, described.name if described is not None else None)
-    spec = cast(RunSpec, run_spec(inputs, config, _kernel_spec(inputs.kernel, described)))
-    if matmul_format is not None:
-        config = with_matmul_format(config, matmul_format)
-    if described is not None:
-        return replace(_run_chip(config, inputs, described), spec=spec)
-    return replace(_run_core(config, inputs), spec=spec)
+    return run_plan(plan(dict(
+        hw=hw, algo=algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q, block_k=block_k, causal=causal,
+        heads=heads, kv_heads=kv_heads, seed=seed, workload=workload, qkv=qkv, schedule=schedule, decode=decode,
+        queries=queries, options=options, trace_out=trace_out, trace_window=trace_window, trace_cores=trace_cores,
+        progress=progress, batch=batch, kernel=kernel, kernel_style=kernel_style, dispatch=dispatch,
+        numerics_heads=numerics_heads, numerics=numerics, matmul_format=matmul_format, cache=cache,
+        **option_kwargs)))
 
 
 def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *,
                 schedules: list[str] | None = None, **run_kwargs: Any) -> list[RunResult]:
-    """``run`` on each config, the numerics computed once: the configs must compute in one precision.
+    """``run`` on each one-core config, the numerics computed once: the configs must compute in one precision.
 
     Each result is the one ``run(hw, algo, schedule=..., **run_kwargs)`` gives; the
     functional engine, the oracle and the fa2 baseline run once for all of them.
     """
+    schedules = _schedules(hws, schedules, run_kwargs)
+    plans = [plan({**run_kwargs, "hw": hw, "algo": algo, "schedule": s}, warn=n == 0)  # one warning: one engine run
+             for n, (hw, s) in enumerate(zip(hws, schedules))]
+    chip = next((p.config.name for p in plans if p.kernel is not None), None)
+    if chip is not None:
+        raise VfasimError(f"run_configs times one-core configs; {chip} has a chip section (run it with vfasim.run)")
+    return run_shared(plans)
+
+
+def _schedules(hws: Sequence[object], schedules: list[str] | None, run_kwargs: dict[str, Any]) -> list[str]:
+    """``run_configs``' schedules, one per config; its own inputs are refused among ``run``'s keywords."""
     if isinstance(hws, (str, Path, HardwareConfig)) or not hws:
         raise VfasimError("run_configs needs a non-empty list of configs (names, paths or HardwareConfig)")
-    configs = [load_hw(hw) for hw in hws]  # config objects validated again
-    schedules = schedules or ["pipelined"] * len(configs)
-    for schedule in schedules:
-        check_schedule(schedule)
-    if any((engine_precision(c), c.o_in_place) != (engine_precision(configs[0]), configs[0].o_in_place)
-           for c in configs) or len(schedules) != len(configs):
+    schedules = schedules or ["pipelined"] * len(hws)
+    if len(schedules) != len(hws):
         raise VfasimError("run_configs needs one schedule per config and configs of one precision and one O "
                           "accumulation (op_map.accumulate_o fused or not)")
-    with threadpool_limits(limits=1, user_api="blas"):
-        prepared = prepare(configs[0], algo, references=True, **{"numerics": None, **run_kwargs})
-        inputs = [_inputs_of(hw, algo, s, run_kwargs) for hw, s in zip(hws, schedules)]
-        return [replace(_timed(prepared, c, i), spec=cast(RunSpec, run_spec(i, c, None)))
-                for c, i in zip(configs, inputs)]
+    for name, instead in (("hw", "give the configs as hws"), ("schedule", "give schedules=[...], one per config"),
+                          ("trace_out", "a trace is one run's: give trace_out to vfasim.run")):
+        if name in run_kwargs:
+            raise VfasimError(f"run_configs takes no {name}: {instead}")
+    return schedules
 
 
-def _inputs_of(hw: str | Path | HardwareConfig, algo: str, schedule: str, run_kwargs: dict[str, Any]) -> RunInputs:
-    """The inputs ``run(hw, algo, schedule=schedule, **run_kwargs)`` would build (not normalised: ``run_configs``
-    hands ``run_kwargs`` to ``prepare`` as they are)."""
-    bound = inspect.signature(run.__wrapped__).bind(hw, algo, schedule=schedule, **run_kwargs)  # type: ignore[attr-defined]
-    bound.apply_defaults()
-    values = {**bound.arguments, **bound.arguments.pop("option_kwargs", {})}
-    option_kwargs = {k: values.pop(k) for k in list(values) if k in Options.__dataclass_fields__}
-    return RunInputs.of(values, merged_options(values["options"], option_kwargs))
+def _engine(planned: Plan) -> tuple[Precision, bool]:
+    """What a functional run depends on in a config: the formats it computes in and where O accumulates."""
+    return engine_precision(planned.timed), planned.timed.o_in_place
 
 
-def _run_core(config: HardwareConfig, inputs: RunInputs) -> RunResult:
-    """A run on one core (a config without a chip section): its blocks default to 128 x 128, batch is more heads."""
-    i = inputs
-    heads, kv_heads = _fold_batch(i.batch, i.heads, i.kv_heads) if i.batch != 1 else (i.heads, i.kv_heads)
+def run_plan(planned: Plan) -> RunResult:
+    """The run ``planned`` describes: a chip launch as its kernel, or one core's run (``run_shared``)."""
+    if planned.kernel is None:
+        return run_shared([planned])[0]
+    from vfasim.runner.chip_run import run_chip
+
+    return RunResult(**run_chip(planned.timed, planned.inputs, planned.kernel), spec=cast(RunSpec, planned.spec()))
+
+
+def run_shared(plans: Sequence[Plan]) -> list[RunResult]:
+    """One-core plans that differ only in their config (not in its engine precision or O accumulation) and schedule:
+    the first's functional run (its numerics, trace, oracle and fa2 baseline), timed on each plan's config."""
+    first = plans[0]
+    if any(_engine(p) != _engine(first) for p in plans):
+        raise VfasimError("run_configs needs one schedule per config and configs of one precision and one O "
+                          "accumulation (op_map.accumulate_o fused or not)")
     with threadpool_limits(limits=1, user_api="blas"):  # the references' thread runs on during the timing
-        prepared = prepare(
-            config, i.algo, seq_len=i.seq_len, head_dim=i.head_dim, block_q=i.block_q or DEFAULT_BLOCK,
-            block_k=i.block_k or DEFAULT_BLOCK, causal=i.causal, heads=heads, kv_heads=kv_heads, seed=i.seed,
-            workload=i.workload, qkv=i.qkv, decode=i.decode, queries=i.queries, options=i.options,
-            progress=i.progress, references=True, numerics=i.numerics, cache=i.cache)
-        return _timed(prepared, prepared.config, inputs)
+        prepared = prepare(first.timed, first.inputs, references=True)
+        return [replace(_timed(prepared, p.timed, p.inputs), spec=cast(RunSpec, p.spec())) for p in plans]
 
 
 def _timed(prepared: Prepared, config: HardwareConfig, inputs: RunInputs) -> RunResult:
@@ -232,35 +228,6 @@ def _timed(prepared: Prepared, config: HardwareConfig, inputs: RunInputs) -> Run
         critical_path=cast(CriticalPathSummary, crit.to_dict()))
 
 
-def _run_chip(config: HardwareConfig, inputs: RunInputs, kernel: Kernel) -> RunResult:
-    from vfasim.runner.chip_run import run_chip
-
-    return RunResult(**run_chip(config, inputs, kernel))
-
-
 def role_of(stream: str, config: HardwareConfig) -> str:
     """The role(s) of a pipeline or shared issue stream ("vector+exp"): a core run's bound."""
     return "+".join(config.pipelines[n].role for n in stream.split("+"))
-
-
-def _kernel_spec(given: str | Path | Kernel | None, kernel: Kernel | None) -> tuple[str, str] | None:
-    """(name or path as given, digest) of a chip run's kernel for its spec; None on one core."""
-    if kernel is None:
-        return None
-    return (str(given) if isinstance(given, (str, Path)) else kernel.name), kernel.digest()
-
-
-def _kernel_alias(kernel: str | Path | Kernel | None, kernel_style: str | None) -> str | Path | Kernel | None:
-    """``kernel``, or the former ``kernel_style`` name for it (both given: refused)."""
-    if kernel_style is None:
-        return kernel
-    if kernel is not None:
-        raise VfasimError("give kernel or its alias kernel_style, not both")
-    return kernel_style
-
-
-def _fold_batch(batch: int, heads: int, kv_heads: int | None) -> tuple[int, int | None]:
-    """On one core, batch elements are more heads (each with its own K/V heads)."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise VfasimError(f"batch must be a positive integer, got {batch!r}")
-    return heads * batch, (kv_heads or heads) * batch

@@ -1,8 +1,8 @@
 """One strictness rule: an input that does not apply to a run is refused, naming it.
 
-``check_applies`` is called by ``vfasim.run`` (so by the command line too), by sweeps for each
-point and by ``sensitivity_table``, with the run's keywords, its merged algorithm options and
-its config. An input left at ``run``'s default is never refused; one given another value is
+``check_applies`` is called once per run, on its ``RunInputs`` and its config, by ``runner.plan``: the
+path of ``vfasim.run`` (so of the command line), ``run_configs``, a sweep's points and
+``sensitivity_table``. An input left at its default is never refused; one given another value is
 refused when nothing in the run would read it:
 
 - ``lam`` on an algorithm that skips no block or row by threshold, ``topk`` on one that keeps
@@ -21,51 +21,46 @@ neither shipped nor the run's own: a typo (``FA3``, ``fa9``) would leave the tun
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
 from vfasim.errors import VfasimError
 from vfasim.functional import ALGORITHMS, policy_for
 from vfasim.functional.trace_only import data_independent
 from vfasim.hw import HardwareConfig
 from vfasim.runner.options import Options, applies_to
+from vfasim.runner.spec import RunInputs
 
 CHIP_ONLY = ("kernel", "dispatch", "numerics_heads", "trace_cores")
 
 
-def check_applies(algo: str, config: HardwareConfig, values: Mapping[str, Any], options: Options,
-                  defaults: Mapping[str, Any]) -> None:
-    """Refuse the first input of ``values`` (or ``options``) that the run would not read (see the module notes)."""
-    for problem in _problems(algo, config, values, options, defaults):
+def check_applies(inputs: RunInputs, config: HardwareConfig) -> None:
+    """Refuse the first input of ``inputs`` that a run of them on ``config`` would not read (see the module notes)."""
+    for problem in _problems(inputs, config):
         raise VfasimError(problem)
 
 
-def _problems(algo: str, config: HardwareConfig, values: Mapping[str, Any], options: Options,
-              defaults: Mapping[str, Any]) -> Iterator[str]:
-    def given(name: str) -> bool:
-        return name in values and values[name] is not None and values[name] != defaults.get(name)
-
+def _problems(i: RunInputs, config: HardwareConfig) -> Iterator[str]:
+    algo, options = i.algo, i.options
     policy = policy_for(algo, **options.policy_options())
     for name in ("lam", "topk"):  # the other options are scoped by policy_for itself
         if getattr(options, name) != getattr(Options, name) and not applies_to(name, algo):
             scope = ", ".join(a for a in ALGORITHMS if applies_to(name, a))
             yield f"{name} applies to {scope}, not {algo}: leave it out"
     if config.chip is None:
-        yield from (f"{n} applies to chip runs; {config.name} has no chip section" for n in CHIP_ONLY if given(n))
-        block_q, queries = values.get("block_q"), values.get("queries", 1)
-        if values.get("decode") and block_q is not None and block_q > queries:
-            yield (f"block_q {block_q} is larger than the {queries} query row(s) of the decode step: the tile would "
-                   f"be cut to them; give block_q <= {queries} or leave it out")
-        if data_independent(policy) and values.get("numerics") == "off" and values.get("qkv") is None:
+        yield from (f"{n} applies to chip runs; {config.name} has no chip section" for n in CHIP_ONLY if i.given(n))
+        if i.decode and i.block_q is not None and i.block_q > i.queries:
+            yield (f"block_q {i.block_q} is larger than the {i.queries} query row(s) of the decode step: the tile "
+                   f"would be cut to them; give block_q <= {i.queries} or leave it out")
+        if data_independent(policy) and i.numerics == "off" and i.qkv is None:
             yield from (f"{n} does not apply: {algo} with numerics off is timed without data (leave {n} out, or "
-                        "check numerics)" for n in ("seed", "workload") if given(n))
+                        "check numerics)" for n in ("seed", "workload") if i.given(n))
         return
-    if given("numerics"):
+    if i.given("numerics"):
         yield "numerics applies to one-core runs; on a chip give numerics_heads (--numerics-heads)"
-    if data_independent(policy) and not values.get("numerics_heads"):
+    if data_independent(policy) and not i.numerics_heads:
         yield from (f"{n} does not apply: {algo}'s chip run is timed without data, and no heads' numerics are asked "
                     "for (give numerics_heads, --numerics-heads N, to check numerics on generated data)"
-                    for n in ("seed", "workload") if given(n))
+                    for n in ("seed", "workload") if i.given(n))
 
 
 def check_tuning_names(config: HardwareConfig, own: str | None = None) -> None:

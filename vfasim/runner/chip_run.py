@@ -34,7 +34,7 @@ from vfasim.formats import format_class
 from vfasim.functional import Policy, Precision, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, builtin_names
-from vfasim.kernel import Kernel, TileRule, WaveSplit, load_kernel
+from vfasim.kernel import Kernel, TileRule, WaveSplit
 from vfasim.sim import busiest_stream
 from vfasim.runner.inputs import check_chip_plan
 from vfasim.runner.options import Options
@@ -254,12 +254,11 @@ def _numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, kv_head
         return {}, []
     group = inputs.heads // kv_heads
     n = -(-inputs.numerics_heads // group) * group
-    seq_len, head_dim, block_q, block_k, causal = tiling_args[1:6]
+    block_q, block_k = tiling_args[3:5]
+    heads = dataclasses.replace(inputs, heads=n, kv_heads=n // group, batch=1, block_q=block_q, block_k=block_k,
+                                numerics="full", progress=False)  # the heads checked, as one core checks them
     with threadpool_limits(limits=1, user_api="blas"):  # as on one core: a fixed summation order, same bits
-        prepared = prepare(config, inputs.algo, seq_len=seq_len, head_dim=head_dim, block_q=block_q,
-                           block_k=block_k, causal=causal, heads=n, kv_heads=n // group, seed=inputs.seed,
-                           workload=inputs.workload, decode=inputs.decode, queries=inputs.queries,
-                           options=inputs.options, references=True, policy=policy, cache=inputs.cache)
+        prepared = prepare(config, heads, references=True, policy=policy)
         assert prepared.references is not None and prepared.result is not None  # asked for above
         numerics, _ = numerics_block(prepared.precision, prepared.policy, prepared.result, *prepared.references())
     return numerics, list(range(n))

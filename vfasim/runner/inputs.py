@@ -1,10 +1,11 @@
-"""Arguments of ``vfasim.run`` and ``sensitivity_table`` checked in one place, before any work.
+"""The rules a run's inputs are checked by, before any work (``runner.plan`` applies them, once per run).
 
-``@checked`` binds a call to the function's signature, turns every argument into the type the
-model uses (``np.int64(256)`` becomes ``256``; ``'no'`` for a flag is refused), refuses inputs
-that would be silently ignored (``queries`` without ``decode``, sizes beside a ``qkv`` file),
-checks the output path, and refuses a run whose memory estimate exceeds the machine's available
-memory. The command line calls the same functions, so the CLI and the API are equally strict.
+``normalised_keywords`` turns every keyword into the type the model uses (``np.int64(256)`` becomes
+``256``; ``'no'`` for a flag is refused); ``check_combination`` refuses inputs that would be silently
+ignored (``queries`` without ``decode``, sizes beside a ``qkv`` file), checks the output path, and
+refuses a run whose memory estimate exceeds the machine's available memory. ``@checked`` makes a
+call that does not fit an entry point's signature one line. Every entry point (the API, the command
+line, sweeps, sensitivity) takes the same path, so all are equally strict.
 
 Assumptions:
 - The estimates are rough. Memory ≈ a fixed start-up cost (interpreter, libraries, the
@@ -39,7 +40,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -47,6 +48,10 @@ from vfasim.errors import VfasimError
 from vfasim.functional import sampling
 from vfasim.runner.options import OPTION_RULES, Options
 from vfasim.runner.rules import core_list, flag, integer, number, optional, path, text, window
+
+if TYPE_CHECKING:
+    from vfasim.hw import HardwareConfig
+    from vfasim.runner.spec import RunInputs
 
 LONG_RUN_S = 60.0
 BASE_BYTES = 240 * 2**20  # interpreter, NumPy, pandas, the engine's step batches (STEP_BYTES each)
@@ -82,51 +87,27 @@ R = TypeVar("R")
 
 
 def checked(func: Callable[P, R]) -> Callable[P, R]:
-    """Decorate an API entry point: arguments normalised and checked before it runs."""
+    """Decorate an API entry point: a call that does not fit its signature is one line, not a ``TypeError``."""
     signature = inspect.signature(func)
-    defaults = signature_defaults(func)
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            bound = signature.bind(*args, **kwargs)
+            signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise VfasimError(f"{func.__name__}(): {exc}") from None
-        bound.apply_defaults()
-        values = _normalised(bound.arguments, signature)
-        check_combination(values, defaults)
-        call: Callable[..., R] = func  # called by keyword, as normalised
-        return call(**values)
+        return func(*args, **kwargs)
 
     return wrapper
 
 
-def _normalised(arguments: Mapping[str, Any], signature: inspect.Signature) -> dict[str, Any]:
-    """Keyword -> value, with ``**kwargs`` flattened and every known keyword through its rule."""
-    values: dict[str, Any] = {}
-    for name, value in arguments.items():
-        if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
-            values.update(value)
-        else:
-            values[name] = value
-    values = normalised_keywords(values)
+def normalised_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Each keyword of ``run`` with a rule (sizes, flags, names, paths, options) through it."""
+    values = {k: (RULES.get(k) or OPTION_RULES.get(k) or (lambda n, v: v))(k, v) for k, v in values.items()}
     if "options" in values and not _is_options(values["options"]):
         raise VfasimError(f"options must be vfasim.runner.api.Options(...) (or give lam=..., topk=... as keywords), "
                           f"got {type(values['options']).__name__}")
-    if "factors" in values:
-        values["factors"] = factors(values["factors"])
     return values
-
-
-def normalised_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Each keyword of ``run`` with a rule (sizes, flags, names, paths, options) through it."""
-    return {k: (RULES.get(k) or OPTION_RULES.get(k) or (lambda n, v: v))(k, v) for k, v in values.items()}
-
-
-def check_keywords(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
-    """``run``'s keywords checked as a call would check them, without running (a sweep's points);
-    ``defaults``: run's (``signature_defaults(run)``)."""
-    check_combination(normalised_keywords(values), defaults)
 
 
 def _is_kernel(value: object) -> bool:
@@ -152,43 +133,36 @@ def factors(values: object) -> tuple[float, ...]:
     return out
 
 
-def check_combination(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
-    """Inputs that would be ignored are refused; sizes are estimated; the output path is checked."""
-    if not values.get("decode", False) and values.get("queries", 1) != 1:
-        raise VfasimError(f"queries ({values['queries']}) applies only with decode (--decode)")
-    if values.get("qkv") is not None:
-        given = [k for k in FROM_FILE if k in values and values[k] != defaults[k]]
+def check_combination(inputs: RunInputs, config: HardwareConfig, warn: bool = True) -> None:
+    """Inputs that would be ignored are refused; a one-core run's size is estimated (``check_plan``; a chip launch's
+    is, by ``check_chip_plan``, once its kernel's tiles are known); the output path is checked."""
+    if not inputs.decode and inputs.queries != 1:
+        raise VfasimError(f"queries ({inputs.queries}) applies only with decode (--decode)")
+    if inputs.qkv is not None:
+        given = [k for k in FROM_FILE if inputs.given(k)]
         if given:
             raise VfasimError(f"{', '.join(given)} cannot be given with qkv: the file sets the workload and "
                               "its sizes")
-    elif "seq_len" in values and not _on_chip({**defaults, **values}):  # a chip launch: ``check_chip_plan``
-        check_plan(values, defaults)
-    if values.get("trace_cores") is not None and values.get("trace_out") is None:
+    elif config.chip is None:
+        check_plan(inputs, warn)
+    if inputs.trace_cores is not None and inputs.trace_out is None:
         raise VfasimError("trace_cores applies with trace_out (--trace-out FILE): it picks the cores the trace draws")
-    if values.get("trace_out") is not None and str(values["trace_out"]) != "-":  # "-": standard output
+    if inputs.trace_window is not None and inputs.trace_out is None:
+        raise VfasimError("trace_window applies with trace_out (--trace-out FILE): it picks the cycles the trace "
+                          "draws")
+    if inputs.trace_out is not None and str(inputs.trace_out) != "-":  # "-": standard output
         from vfasim.io.outputs import check_file_target
 
-        check_file_target(values["trace_out"], "trace file")
+        check_file_target(inputs.trace_out, "trace file")
 
 
-def _on_chip(values: Mapping[str, Any]) -> bool:
-    """A chip run: its launch is estimated from its geometry once the kernel's tiles are known."""
-    from vfasim.hw import HardwareConfig, load_hw
-
-    try:
-        hw = values["hw"]
-        return (hw if isinstance(hw, HardwareConfig) else load_hw(hw)).chip is not None
-    except VfasimError:  # the run itself reports a bad config
-        return False
-
-
-def _timing_only(values: Mapping[str, Any]) -> bool:
+def _timing_only(inputs: RunInputs) -> bool:
     """A one-core run with numerics off of a data-independent algorithm: no Q, K or V are made."""
     from vfasim.functional import policy_for
     from vfasim.functional.trace_only import data_independent
 
     try:
-        return values.get("numerics") == "off" and data_independent(policy_for(values["algo"]))
+        return inputs.numerics == "off" and data_independent(policy_for(inputs.algo))
     except VfasimError:  # the run itself reports a bad algorithm
         return False
 
@@ -215,26 +189,20 @@ def check_blocks(tiling: Blocks) -> None:
                               f"{block / length:.3g}x the work; give {name} <= {length}")
 
 
-def signature_defaults(func: Callable) -> dict[str, Any]:
-    """Keyword -> default of an entry point, read from its signature (one place for the defaults)."""
-    target = getattr(func, "__wrapped__", func)
-    return {k: p.default for k, p in inspect.signature(target).parameters.items() if p.default is not p.empty}
-
-
 ESTIMATE_BLOCK = 128  # the blocks a run's estimate assumes where none are given (a kernel's own are close)
 
-def check_plan(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> float:
-    """Refuse a one-core run whose memory estimate exceeds what is available; warn if long (unless a progress bar
-    shows); return the time estimate in seconds."""
-    g = {**defaults, **values}
-    g["block_q"], g["block_k"] = g["block_q"] or ESTIMATE_BLOCK, g["block_k"] or ESTIMATE_BLOCK
-    rows = g["queries"] if g["decode"] else g["seq_len"]
-    check_blocks(SimpleNamespace(block_q=min(g["block_q"], rows) if g["decode"] else g["block_q"], seq_len=rows,
-                                 block_k=g["block_k"], kv_len=g["seq_len"]))
-    need, seconds = estimate(rows, g["seq_len"], g["head_dim"], min(g["block_q"], rows), g["block_k"],
-                             g["heads"] * g.get("batch", 1), g["causal"], g.get("numerics"), not _timing_only(g))
-    check_memory(need, f"this run (seq_len {g['seq_len']}, heads {g['heads']}, head_dim {g['head_dim']})")
-    if not values.get("progress", False):
+def check_plan(inputs: RunInputs, warn: bool = True) -> float:
+    """Refuse a one-core run whose memory estimate exceeds what is available; warn if long (with ``warn``, unless a
+    progress bar shows); return the time estimate in seconds."""
+    i = inputs
+    block_q, block_k = i.block_q or ESTIMATE_BLOCK, i.block_k or ESTIMATE_BLOCK
+    rows = i.queries if i.decode else i.seq_len
+    check_blocks(SimpleNamespace(block_q=min(block_q, rows) if i.decode else block_q, seq_len=rows,
+                                 block_k=block_k, kv_len=i.seq_len))
+    need, seconds = estimate(rows, i.seq_len, i.head_dim, min(block_q, rows), block_k, i.heads * i.batch, i.causal,
+                             i.numerics, not _timing_only(i))
+    check_memory(need, f"this run (seq_len {i.seq_len}, heads {i.heads}, head_dim {i.head_dim})")
+    if warn and not i.progress:
         warn_if_long(seconds, "this run")
     return seconds
 

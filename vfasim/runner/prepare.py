@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -27,9 +27,10 @@ from vfasim.functional import checks, sampling
 from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.functional.trace_only import data_independent, trace_only
-from vfasim.hw import HardwareConfig, load_hw
+from vfasim.hw import HardwareConfig
 from vfasim.runner.inputs import BASE_BYTES, BYTES_PER_QKV_ELEMENT, check_blocks, check_memory
-from vfasim.runner.options import Options, merged_options, topk_for
+from vfasim.runner.options import Options, topk_for
+from vfasim.runner.spec import RunInputs
 from vfasim.io.qkv_files import load_qkv
 from vfasim.io.refcache import ReferenceCache, entry_name, reference_cache
 from vfasim.trace import Trace
@@ -38,6 +39,7 @@ from vfasim.workloads import Workload, check_workload, make_workload
 BASELINE = "fa2"
 BSFA_CALIBRATION_RUNS = 2  # calibration workloads: the same generator at seeds seed+1, seed+2
 MAX_FAILED_ROWS = 1000  # failed rows drawn as trace events
+DEFAULT_BLOCK = 128  # one core's tile rows and keys when none are given (the paper's 128 x 128)
 
 
 class Prepared(NamedTuple):
@@ -54,14 +56,10 @@ class Prepared(NamedTuple):
     blocks: np.ndarray | None = None  # query blocks the references cover (sampled numerics); None: all
 
 
-def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, head_dim: int = 128,
-             block_q: int = 128, block_k: int = 128, causal: bool = True, heads: int = 1,
-             kv_heads: int | None = None, seed: int = 0, workload: str = "llm-like",
-             qkv: str | Path | None = None, decode: bool = False, queries: int = 1,
-             options: Options = Options(), progress: bool = False, references: bool = False,
-             numerics: str | None = "full", policy: Policy | None = None, cache: bool = True,
-             **option_kwargs: Any) -> Prepared:
-    """Config, policy and workload resolved, and the functional engine run (its trace inside).
+def prepare(config: HardwareConfig, inputs: RunInputs, *, references: bool = False,
+            policy: Policy | None = None) -> Prepared:
+    """The policy and workload of one core's run of ``inputs`` on ``config`` resolved, and the functional engine run
+    (its trace inside). Its blocks default to ``DEFAULT_BLOCK``; on one core, batch elements are more heads.
 
     With ``references``, the float64 oracle and the fa2 baseline start in two more threads
     (NumPy releases the GIL in its kernels, so the cores are shared), on the query blocks
@@ -69,35 +67,31 @@ def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, 
     they are read from the reference cache (``vfasim.io.refcache``) when there, and kept there when not.
     ``policy`` replaces the algorithm's own (a chip run's kernel may set its exp emulation and rescale rule).
     """
-    opts = merged_options(options, option_kwargs)
-    config = hw if isinstance(hw, HardwareConfig) else load_hw(hw)
-    policy = policy or policy_for(algo, **opts.policy_options())
-    if numerics == "off" and qkv is None and data_independent(policy):
-        tiling = _unmade_tiling(workload, seq_len, head_dim, block_q, block_k, causal, heads, kv_heads, seed,
-                                decode, queries)
-        check_blocks(tiling)
-        precision = engine_precision(config)
-        trace = trace_only(tiling, policy, precision, decode=decode, o_in_place=config.o_in_place)
-        return Prepared(config, policy, opts, workload, None, tiling, precision, None, trace, None)
-    wl = run_workload(qkv, workload, seq_len, head_dim, heads, kv_heads, seed, decode, queries)
-    tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if decode else block_q,
-                    block_k, causal, wl.heads, wl.kv_heads)
+    i, opts = _folded(inputs), inputs.options
+    block_q, block_k = i.block_q or DEFAULT_BLOCK, i.block_k or DEFAULT_BLOCK
+    policy = policy or policy_for(i.algo, **opts.policy_options())
+    if i.numerics == "off" and i.qkv is None and data_independent(policy):
+        return _timing_only(config, i, policy, block_q, block_k)
+    wl = run_workload(i.qkv, i.workload, i.seq_len, i.head_dim, i.heads, i.kv_heads, i.seed, i.decode, i.queries)
+    tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if i.decode else block_q,
+                    block_k, i.causal, wl.heads, wl.kv_heads)
     check_blocks(tiling)
     precision = engine_precision(config)
-    thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, qkv, workload, seed, decode, queries)
-    mode = sampling.resolve_mode(numerics, wl.heads, wl.seq_len, wl.kv_len)
+    thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, i.qkv, i.workload, i.seed, i.decode,
+                                  i.queries)
+    mode = sampling.resolve_mode(i.numerics, wl.heads, wl.seq_len, wl.kv_len)
     references = references and mode != "off"
-    if qkv is not None and seed != 0 and not (references and mode == "sample"):  # a file's only use of a seed
+    if i.qkv is not None and i.seed != 0 and not (references and mode == "sample"):  # a file's only use of a seed
         raise VfasimError(f"seed applies with qkv only to sampled numerics (it draws the sampled query blocks); "
                           f"this run's numerics are {mode if references else 'not checked'}: leave seed out")
-    blocks = sampling.sample_blocks(wl.q, tiling.block_q, seed) if references and mode == "sample" else None
+    blocks = sampling.sample_blocks(wl.q, tiling.block_q, i.seed) if references and mode == "sample" else None
     is_baseline = policy == policy_for(BASELINE)  # then the run is its own baseline
-    inputs = _sha256(wl.q, wl.k, wl.v)
+    digest = _sha256(wl.q, wl.k, wl.v)
     pool = ThreadPoolExecutor(max_workers=2)
     # one BLAS thread per engine thread: tile-sized matmuls gain nothing from more
     with threadpool_limits(limits=1, user_api="blas"):
-        side = _start_references(pool, wl, tiling, precision, decode, not is_baseline, blocks,
-                                 1 if mode == "full" else None, reference_cache(cache), inputs) if references else None
+        side = _start_references(pool, wl, tiling, precision, i.decode, not is_baseline, blocks,
+                                 1 if mode == "full" else None, reference_cache(i.cache), digest) if references else None
         pool.shutdown(wait=False)  # the submitted work goes on; the pool takes no more
         # Full references computed beside the engine are two more computations: each runs on one
         # thread and the three share the cores (an engine's own row threads would only add overhead);
@@ -107,10 +101,27 @@ def prepare(hw: str | Path | HardwareConfig, algo: str, *, seq_len: int = 4096, 
         if engine_threads(threads) == 1:  # the engine allocates in the main arena: see vfasim.allocator
             tune_allocator()
         result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, opts.lam, thresholds=thresholds,
-                            decode=decode, o_in_place=config.o_in_place, progress=progress, threads=threads)
+                            decode=i.decode, o_in_place=config.o_in_place, progress=i.progress, threads=threads)
     refs = _awaited(*side, result if is_baseline else None) if side is not None else None
-    return Prepared(config, policy, opts, wl.name, inputs[:16], tiling, precision, result, result.traced(), refs,
+    return Prepared(config, policy, opts, wl.name, digest[:16], tiling, precision, result, result.traced(), refs,
                     blocks)
+
+
+def _folded(inputs: RunInputs) -> RunInputs:
+    """``inputs`` with their batch elements as more heads (each with its own K/V heads)."""
+    i = inputs
+    return i if i.batch == 1 else replace(i, heads=i.heads * i.batch, kv_heads=(i.kv_heads or i.heads) * i.batch,
+                                          batch=1)
+
+
+def _timing_only(config: HardwareConfig, i: RunInputs, policy: Policy, block_q: int, block_k: int) -> Prepared:
+    """A run with nothing to compute: its trace emitted without Q, K or V (``trace_only``)."""
+    tiling = _unmade_tiling(i.workload, i.seq_len, i.head_dim, block_q, block_k, i.causal, i.heads, i.kv_heads,
+                            i.seed, i.decode, i.queries)
+    check_blocks(tiling)
+    precision = engine_precision(config)
+    trace = trace_only(tiling, policy, precision, decode=i.decode, o_in_place=config.o_in_place)
+    return Prepared(config, policy, i.options, i.workload, None, tiling, precision, None, trace, None)
 
 
 def _unmade_tiling(name: str, seq_len: int, head_dim: int, block_q: int, block_k: int, causal: bool, heads: int,

@@ -1,11 +1,12 @@
 """A run as one record: every input that decides a result, carried by the result and replayable.
 
-``RunInputs`` is a run's inputs as one typed object: ``vfasim.run`` normalises and checks its
-keywords, builds it once and hands it to the one-core or the chip path (no keyword list is copied
-between modules). ``run_spec`` turns it into a plain, JSON-able mapping (``RunResult.spec``;
-``vfasim run --json`` prints it under ``"spec"``), and ``replay_arguments`` turns such a mapping
-back into the arguments of ``vfasim.run`` (``vfasim run --spec FILE``), refusing it when a
-config or kernel it names has changed since (their digests are part of it).
+``RunInputs`` is a run's inputs as one typed object, with ``vfasim.run``'s defaults: ``runner.plan``
+builds it once from any entry point's keywords (the API, the command line, sweeps, sensitivity),
+normalised and checked, and the one-core and chip paths read it (no keyword list is copied between
+modules). ``run_spec`` turns it into a plain, JSON-able mapping (``RunResult.spec``; ``vfasim run
+--json`` prints it under ``"spec"``; ``results.RunSpec`` types it), and ``replay_arguments`` turns
+such a mapping back into the arguments of ``vfasim.run`` (``vfasim run --spec FILE``), refusing it
+when a config or kernel it names has changed since (their digests are part of it).
 
 What is not in a spec (``NOT_IN_SPEC``): where outputs go (``trace_out``, ``trace_window``, ``trace_cores``),
 whether a progress bar shows and whether the reference cache is used; none changes a result. A config or kernel
@@ -15,17 +16,16 @@ given as an object is recorded by name and digest: its replay needs a built-in o
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vfasim.errors import VfasimError
+from vfasim.runner.options import Options
 
 if TYPE_CHECKING:
     from vfasim.hw import HardwareConfig
     from vfasim.kernel import Kernel
-    from vfasim.runner.options import Options
 
 SPEC_VERSION = 1
 
@@ -40,48 +40,52 @@ class RunInputs:
     ``batch`` the launch's batch (on one core, more heads).
     """
 
-    hw: str | Path | HardwareConfig
-    algo: str
-    kernel: str | Path | Kernel | None
-    options: Options
-    seq_len: int
-    head_dim: int
-    block_q: int | None
-    block_k: int | None
-    causal: bool
-    heads: int
-    kv_heads: int | None
-    seed: int
-    workload: str
-    qkv: str | Path | None
-    schedule: str
-    decode: bool
-    queries: int
-    batch: int
-    dispatch: str | None
-    numerics_heads: int
-    numerics: str | None
-    matmul_format: str | None
-    trace_out: str | Path | None
-    trace_window: tuple[int, int] | None
-    trace_cores: tuple[int, ...] | None
-    progress: bool
-    cache: bool
+    hw: str | Path | HardwareConfig = "C4V16"
+    algo: str = "vfa"
+    kernel: str | Path | Kernel | None = None
+    options: Options = field(default_factory=Options)
+    seq_len: int = 4096
+    head_dim: int = 128
+    block_q: int | None = None
+    block_k: int | None = None
+    causal: bool = True
+    heads: int = 1
+    kv_heads: int | None = None
+    seed: int = 0
+    workload: str = "llm-like"
+    qkv: str | Path | None = None
+    schedule: str = "pipelined"
+    decode: bool = False
+    queries: int = 1
+    batch: int = 1
+    dispatch: str | None = None
+    numerics_heads: int = 0
+    numerics: str | None = None
+    matmul_format: str | None = None
+    trace_out: str | Path | None = None
+    trace_window: tuple[int, int] | None = None
+    trace_cores: tuple[int, ...] | None = None
+    progress: bool = False
+    cache: bool = True
 
-    def values(self) -> dict[str, Any]:
-        """Field -> value, shallow (the config, kernel and options objects as they are)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def of(cls, keywords: Mapping[str, Any], options: Options) -> RunInputs:
-        """The inputs ``run`` builds from its keywords (``keywords`` holds each field but ``options``)."""
-        return cls(**{f.name: keywords[f.name] for f in fields(cls) if f.name != "options"}, options=options)
+    def given(self, name: str) -> bool:
+        """Whether field ``name`` was given a value other than its default (None is never given)."""
+        value = getattr(self, name)
+        return value is not None and value != DEFAULTS[name]
 
 
+#: RunInputs field -> its default, which is ``vfasim.run``'s (a test holds them equal)
+DEFAULTS: dict[str, Any] = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+                            for f in fields(RunInputs)}
 #: RunInputs fields that choose outputs, not the result: no part of a spec
 NOT_IN_SPEC = ("trace_out", "trace_window", "trace_cores", "progress", "cache")
 #: RunInputs fields a spec holds as they are (besides hw, algo, kernel and the algorithm options), in its order
 FIELDS = tuple(f.name for f in fields(RunInputs) if f.name not in ("hw", "algo", "kernel", "options", *NOT_IN_SPEC))
+#: a spec's keys, in its order; ``results.RunSpec`` declares their types for type checkers (a test holds the two
+#: equal, and each field's type to its ``RunInputs`` field's as JSON holds it)
+SPEC_KEYS = ("version", "hw", "hw_digest", "algo", "kernel", "kernel_digest", *FIELDS, "options")
+#: keys a spec file may leave out (a one-core run has no kernel; the version is checked first)
+OPTIONAL_KEYS = ("version", "kernel", "kernel_digest")
 
 
 def run_spec(inputs: RunInputs, config: HardwareConfig, kernel: tuple[str, str] | None) -> dict[str, Any]:
@@ -114,10 +118,10 @@ def read_spec(path: str | Path) -> dict[str, Any]:
     if not isinstance(spec, dict) or spec.get("version") != SPEC_VERSION:
         raise VfasimError(f"spec {path}: no run spec of version {SPEC_VERSION} in it (give the output of "
                           "vfasim run --json, or its 'spec')")
-    unknown = set(spec) - {"version", "hw", "hw_digest", "algo", "kernel", "kernel_digest", "options", *FIELDS}
+    unknown = set(spec) - set(SPEC_KEYS)
     if unknown:
         raise VfasimError(f"spec {path}: unknown field(s) {', '.join(sorted(unknown))}")
-    missing = {"hw", "hw_digest", "algo", "options", *FIELDS} - set(spec)
+    missing = set(SPEC_KEYS) - set(OPTIONAL_KEYS) - set(spec)
     if missing:
         raise VfasimError(f"spec {path}: missing field(s) {', '.join(sorted(missing))}")
     if not isinstance(spec["options"], dict):

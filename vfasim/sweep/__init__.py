@@ -4,8 +4,9 @@ An axis is a list of values for one input: a hardware field by its dotted path
 (``pipelines.exp.throughput.float16``, ``score_buffers``), a keyword of ``vfasim.run``
 (``seq_len``, ``block_q``, ``lam``, ``topk``), or a shorthand scale (``exp_scale``,
 ``vector_scale``, ``tensor_scale``) that multiplies every throughput of the pipelines with
-that role. A sweep is the cartesian product of hw × algo × axes; every point is validated
-before anything runs, so a bad path or value fails at once, naming it. An algorithm option
+that role. A sweep is the cartesian product of hw × algo × axes; every point is planned as a
+run (``runner.plan``: its inputs built and checked once) before anything runs, so a bad path or
+value fails at once, naming it, and its plan is what runs. An algorithm option
 applies where it means something (``minit_margin`` to vfa and vsa, ``lam`` to the skipping
 algorithms): at the other algorithms' points its value is ``n/a`` and they run once, so one
 sweep compares a mitigation with its baseline; an option no algorithm of the sweep takes is
@@ -51,14 +52,14 @@ from tqdm import tqdm
 
 from vfasim import __version__
 from vfasim.io import interrupt
-from vfasim.runner.api import Options, run, run_configs
+from vfasim.runner.api import Options, run, run_plan, run_shared
 from vfasim.runner.options import applies_to
 from vfasim.errors import Interrupted, VfasimError
 from vfasim.functional import ALGORITHMS
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import deep_merge, first_error
-from vfasim.runner.applies import check_applies
-from vfasim.runner.inputs import check_keywords, check_plan, signature_defaults, warn_if_long
+from vfasim.runner.inputs import check_plan, warn_if_long
+from vfasim.runner.plan import Plan, plan
 from vfasim.io.outputs import check_folder_target
 from vfasim.sweep.plots import SWEEP_FILES, write_sweep
 from vfasim.sweep.table import NA, format_sweep, sweep_frame
@@ -94,13 +95,19 @@ class Axis:
 
 @dataclass(frozen=True)
 class Point:
-    """One run of a sweep: what it is called (inputs) and exactly what runs (config, keywords)."""
+    """One run of a sweep: what it is called (inputs), the keywords it was given and exactly what runs (its plan,
+    built and checked once)."""
 
     inputs: dict
     algo: str
     key: str
-    hw_doc: dict = field(repr=False)
     run_kwargs: dict = field(repr=False)
+    plan: Plan = field(repr=False)
+
+    @property
+    def hw_doc(self) -> dict:
+        """The point's config as data (with its overrides and scales)."""
+        return self.plan.config.model_dump(mode="json")
 
 
 @dataclass(frozen=True)
@@ -205,10 +212,9 @@ def make_points(hws: Iterable[str], algos: Iterable[str], axes: Iterable[Axis],
         config = _hw_config(hw, docs[hw], {k: v for k, v in swept.items() if _kind(k) == "hw"},
                             {k: v for k, v in swept.items() if k in SCALES})
         kwargs = {**base_kwargs, **{k: v for k, v in swept.items() if _kind(k) == "run" and v != NA}}
-        _check_options(algo, config, kwargs)
+        planned = plan({**kwargs, "hw": config, "algo": algo}, warn=False)  # the sweep warns once, for all points
         inputs = {"hw": hw, "algo": algo, **swept}
-        key = point_key(inputs, kwargs, config.digest())
-        points.append(Point(inputs, algo, key, config.model_dump(mode="json"), kwargs))
+        points.append(Point(inputs, algo, point_key(inputs, kwargs, config.digest()), kwargs, planned))
     return list({p.key: p for p in points}.values())  # an option that does not apply: one point, not one per value
 
 
@@ -273,37 +279,26 @@ def _scaled(pipe: object, scales: dict) -> object:
     return {**pipe, "throughput": {k: v * factor for k, v in pipe["throughput"].items()}}
 
 
-def _check_options(algo: str, config: HardwareConfig, kwargs: dict) -> None:
-    defaults = signature_defaults(run)
-    check_keywords({**kwargs, "progress": True}, defaults)  # types, ignored inputs, memory; no per-point warning
-    opts = Options(**{k: v for k, v in kwargs.items() if k in Options.__dataclass_fields__})
-    check_applies(algo, config, kwargs, opts, defaults)  # an option the point's run would not read is refused
-
-
 # -- running ------------------------------------------------------------------------------
 
 
-def run_group(hw_docs: list[dict], algo: str, run_kwargs: list[dict]) -> list[dict]:
-    """Result documents of the points of one group (see ``group_key``).
+def run_group(plans: list[Plan]) -> list[dict]:
+    """Result documents of the points of one group (see ``group_key``), from their plans.
 
-    The functional run is done once for the group and its trace timed on every point's config.
+    On one core the functional run is done once for the group and its trace timed on every point's config;
+    chip launches run one by one.
     """
-    configs = [HardwareConfig.model_validate(doc) for doc in hw_docs]
-    if configs[0].chip is not None or set(run_kwargs[0]) & CHIP_KEYWORDS:  # chip runs: one by one
-        return [run(c, algo, **kw).to_dict() for c, kw in zip(configs, run_kwargs)]
-    shared = {k: v for k, v in run_kwargs[0].items() if k != "schedule"}
-    results = run_configs(configs, algo, schedules=[kw.get("schedule", "pipelined") for kw in run_kwargs], **shared)
-    return [r.to_dict() for r in results]
-
-
-#: run keywords of chip launches, which ``run_configs`` does not take
-CHIP_KEYWORDS = {"batch", "kernel", "kernel_style", "dispatch", "numerics_heads"}
+    if plans[0].kernel is not None:
+        return [run_plan(p).to_dict() for p in plans]
+    return [r.to_dict() for r in run_shared(plans)]
 
 
 def group_key(point: Point) -> str:
-    """What fixes a point's functional run: algorithm, run options but the schedule, engine precision."""
+    """What fixes a point's functional run: algorithm, run options but the schedule, engine precision and where O
+    accumulates (``HardwareConfig.o_in_place``)."""
     kwargs = {k: v for k, v in point.run_kwargs.items() if k != "schedule"}
-    return json.dumps([point.algo, kwargs, point.hw_doc.get("precision")], sort_keys=True, default=str)
+    return json.dumps([point.algo, kwargs, point.hw_doc.get("precision"), point.plan.timed.o_in_place],
+                      sort_keys=True, default=str)
 
 
 def _groups(points: list[Point]) -> list[list[Point]]:
@@ -345,7 +340,7 @@ def run_sweep(points: list[Point], out: str | Path | None = None, *, executor: s
 
 
 def _args(group: list[Point]) -> tuple:
-    return [p.hw_doc for p in group], group[0].algo, [p.run_kwargs for p in group]
+    return ([p.plan for p in group],)
 
 
 def _compute(groups: list[list[Point]], executor: str, jobs: int | None,
@@ -420,8 +415,7 @@ def _warn_if_long(points: list[Point], out: str | None, jobs: int | None) -> Non
     """Warn (off a terminal) when the points the journal lacks are estimated to take long."""
     done = read_journal(Path(out) / JOURNAL) if out else {}
     pending = {p.key: p for p in points if p.key not in done}.values()
-    defaults = signature_defaults(run)
-    seconds = sum(check_plan({**p.run_kwargs, "progress": True}, defaults) for p in pending)
+    seconds = sum(check_plan(p.plan.inputs, warn=False) for p in pending)
     warn_if_long(seconds / min(jobs or os.cpu_count() or 1, max(len(pending), 1)), "this sweep")
 
 
