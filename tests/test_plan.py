@@ -108,3 +108,15 @@ def test_a_trace_window_without_a_trace_is_refused(capsys):
         vfasim.run("C4V16", "fa2", trace_window=(0, 100), **SMALL)
     assert main(["run", "--hw", "C4V16", "--algo", "fa2", "--seq-len", "256", "--trace-window", "0:100"]) == 2
     assert capsys.readouterr().err.startswith("error: trace_window applies with trace_out")
+
+
+def test_sweep_points_share_a_functional_run_only_where_o_accumulates_alike():
+    """``op_map.accumulate_o`` fused changes the trace (O's rescale precedes PV): its points get their own run."""
+    from vfasim.hw import HardwareConfig
+
+    points = make_points(["C4V16"], ["fa2"], [parse_set("op_map.accumulate_o=vector,fused")], SMALL)
+    result = run_sweep(points, jobs=1)
+    assert result.functional_runs == 2 and [p.plan.timed.o_in_place for p in points] == [False, True]
+    for point, record in zip(points, result.records):
+        alone = vfasim.run(HardwareConfig.model_validate(point.hw_doc), "fa2", **point.run_kwargs).to_dict()
+        assert record is not None and record["result"] == json.loads(json.dumps(alone))
