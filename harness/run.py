@@ -32,7 +32,7 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
               256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]}
 
 
-PHASES = ("checks", "micro", "issue", "latency", "profile", "fa3", "decode", "numerics", "prefill")
+PHASES = ("checks", "micro", "issue", "latency", "profile", "floor", "fa3", "decode", "numerics", "prefill")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=8, help="parallel compile/check processes")
     ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
                     help="comma-separated; also 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
-                         "overlap and dependent latencies, into micro.csv) and "
+                         "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
+                         "without its softmax on the FA3-regime grid) and "
                          "'profile' (the CUDA kernels of a few SDPA calls, profile.csv)")
     a = ap.parse_args(argv[1:])
     unknown = set(a.phases.split(",")) - set(PHASES)
@@ -179,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         if "fa3" in phases:
             grid = A.fa3_regime((64, 128), (512, 4096)) if a.quick else A.fa3_regime()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16", "bf16", "fp8_e4m3"))
+        if "floor" in phases:
+            grid = A.fa3_regime((64, 128), (512, 4096)) if a.quick else A.fa3_regime()
+            runner.run_floor(grid, ("fp16", "bf16", "fp8_e4m3"))
         if "decode" in phases:
             grid = A.decode_grid()[:6] if a.quick else A.decode_grid()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16",), reserve_s=150)
@@ -247,6 +251,27 @@ class CaseRunner:
             "seq_len": case.seq_k, "batch": case.batch, "heads": case.heads, "kv_heads": case.kv_heads,
             "seq_len_q": case.seq_q, "mode": case.mode, "metric": "latency", "value": round(t.median_us, 3),
             "unit": "us", "spread_pct": round(t.spread_pct, 2), "reps": t.reps})
+
+    def run_floor(self, grid, dtypes) -> None:
+        """Per shape and format, the Triton FA2 kernel, VFA's attention kernel and the same loop with its softmax
+        removed (``triton_dots``: the tensor-only floor), timed back to back: what each kernel's softmax adds."""
+        for case in grid:
+            if self.budget.left() < 20:
+                self.skip(case, "triton_dots", dtypes[0], "over the run's budget")
+                continue
+            inp, parts = A.Inputs(case, seed=hash(case.key()) & 0xFFFF), []
+            for dt in dtypes:
+                q, k, v = inp.get(dt)
+                out = torch.empty(q.shape, dtype=torch.bfloat16 if dt == "fp8_e4m3" else q.dtype, device=q.device)
+                calls = {**A.triton_calls("fa2", q, k, v, case.causal), **A.triton_calls("vfa", q, k, v, case.causal),
+                         "triton_dots": lambda: kernels.attention(q, k, v, case.causal, "dots", out=out)}
+                for name in ("triton_fa2", "triton_vfa_attn", "triton_dots"):
+                    t = self.timer.time(calls[name])
+                    self.add(case, name, dt, t)
+                    parts.append(f"{name.removeprefix('triton_')}/{dt}={t.median_us:.0f}")
+                inp.drop(dt)
+            self.log(f"floor B{case.batch} H{case.heads} n{case.seq_k} d{case.head_dim} "
+                     f"{'causal' if case.causal else 'full'}: " + " ".join(parts))
 
     def run_case(self, case: A.Case, sdpa_dtypes, triton_dtypes) -> None:
         t0 = time.time()
