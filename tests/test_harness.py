@@ -169,3 +169,16 @@ def test_campaign_tables_pass_their_schema(campaign):
     npz = campaign / "numerics.npz"
     if npz.exists():
         assert npz.stat().st_size < 5 * 2 ** 20
+
+
+def test_the_floor_table_passes_the_attention_schema_and_covers_its_grid():
+    """validation/floor_h100_2026_11: FA2, VFA's kernel and the no-softmax loop for every shape and format."""
+    folder = ROOT / "validation" / "floor_h100_2026_11"
+    assert R.check_table_file(folder / "floor.csv", R.ATTENTION) == 324
+    with (folder / "floor.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    shapes = {(r["dtype"], r["head_dim"], r["causal"], r["seq_len"]) for r in rows}
+    assert len(shapes) == 3 * 3 * 2 * 6
+    for shape in shapes:
+        kernels = sorted(r["kernel"] for r in rows if (r["dtype"], r["head_dim"], r["causal"], r["seq_len"]) == shape)
+        assert kernels == ["triton_dots", "triton_fa2", "triton_vfa_attn"]
