@@ -82,6 +82,15 @@ def test_measured_vfa_speedups_pair_the_campaign_rows_with_the_model(tmp_path):
     assert (tmp_path / "measured_gpu_h100_2026_11.md").read_text().startswith("| chip | dtype | causal |")
 
 
+def test_softmax_share_pairs_the_three_measured_loops_with_the_model(tmp_path):
+    study = _script("real_chips", "softmax_share")
+    assert len(study.shapes()) == 108  # 36 shapes x 3 formats, each with FA2, VFA's kernel and the no-softmax loop
+    [r] = study.main(["--max-shapes", "1", "--out", str(tmp_path)])
+    assert r["softmax_share"] == (r["fa2_us"] - r["dots_us"]) / r["fa2_us"]  # measured rows only
+    assert r["model_dots_us"] < r["model_fa2_us"]  # the model's loop without its softmax is faster
+    assert (tmp_path / "softmax_share.md").read_text().startswith("| chip | dtype |")
+
+
 def test_gpu_and_model_numerics_on_the_same_inputs(tmp_path):
     study = _script("real_chips", "gpu_numerics")
     rows = study.main(["--cases", "sink_fp16_d128_n1024_causal", "--out", str(tmp_path)])
