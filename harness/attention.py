@@ -71,6 +71,12 @@ def fa3_regime(head_dims=(64, 128, 256), seqs=(512, 1024, 2048, 4096, 8192, 1638
             for d in head_dims for c in (False, True) for n in seqs]
 
 
+def units_grid(head_dims=(64, 128, 256), seqs=(128, 256, 512, 1024, 2048, 4096), units=1056) -> list[Case]:
+    """The same number of CTAs (``units`` query blocks of 128 rows: 8 per SM on an H100) at a growing K/V length:
+    time against key blocks per CTA is a line whose intercept is the per-CTA cost beside the tiles."""
+    return [Case(1, units * 128 // n, units * 128 // n, n, n, d, False, "units") for d in head_dims for n in seqs]
+
+
 def decode_grid(head_dims=(128, 64)) -> list[Case]:
     out = []
     for d in head_dims:

@@ -32,7 +32,7 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
               256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]}
 
 
-PHASES = ("checks", "micro", "issue", "latency", "profile", "floor", "fa3", "decode", "numerics", "prefill")
+PHASES = ("checks", "micro", "issue", "latency", "profile", "floor", "units", "fa3", "decode", "numerics", "prefill")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
                     help="comma-separated; also 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
                          "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
-                         "without its softmax on the FA3-regime grid) and "
+                         "without its softmax on the FA3-regime grid), 'units' (Triton FA2 at a fixed CTA count, growing K/V) and "
                          "'profile' (the CUDA kernels of a few SDPA calls, profile.csv)")
     a = ap.parse_args(argv[1:])
     unknown = set(a.phases.split(",")) - set(PHASES)
@@ -180,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         if "fa3" in phases:
             grid = A.fa3_regime((64, 128), (512, 4096)) if a.quick else A.fa3_regime()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16", "bf16", "fp8_e4m3"))
+        if "units" in phases:
+            runner.run_units(A.units_grid(), ("fp16", "fp8_e4m3"))
         if "floor" in phases:
             grid = A.fa3_regime((64, 128), (512, 4096)) if a.quick else A.fa3_regime()
             runner.run_floor(grid, ("fp16", "bf16", "fp8_e4m3"))
@@ -251,6 +253,18 @@ class CaseRunner:
             "seq_len": case.seq_k, "batch": case.batch, "heads": case.heads, "kv_heads": case.kv_heads,
             "seq_len_q": case.seq_q, "mode": case.mode, "metric": "latency", "value": round(t.median_us, 3),
             "unit": "us", "spread_pct": round(t.spread_pct, 2), "reps": t.reps})
+
+    def run_units(self, grid, dtypes) -> None:
+        """The Triton FA2 kernel on ``A.units_grid``: a fixed number of CTAs, each walking more key blocks."""
+        for case in grid:
+            inp, parts = A.Inputs(case, seed=hash(case.key()) & 0xFFFF), []
+            for dt in dtypes:
+                q, k, v = inp.get(dt)
+                t = self.timer.time(A.triton_calls("fa2", q, k, v, case.causal)["triton_fa2"])
+                self.add(case, "triton_fa2", dt, t)
+                parts.append(f"{dt}={t.median_us:.1f}")
+                inp.drop(dt)
+            self.log(f"units H{case.heads} n{case.seq_k} d{case.head_dim}: " + " ".join(parts))
 
     def run_floor(self, grid, dtypes) -> None:
         """Per shape and format, the Triton FA2 kernel, VFA's attention kernel and the same loop with its softmax
