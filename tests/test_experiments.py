@@ -6,6 +6,9 @@ import csv
 import importlib.util
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -89,6 +92,19 @@ def test_softmax_share_pairs_the_three_measured_loops_with_the_model(tmp_path):
     assert r["softmax_share"] == (r["fa2_us"] - r["dots_us"]) / r["fa2_us"]  # measured rows only
     assert r["model_dots_us"] < r["model_fa2_us"]  # the model's loop without its softmax is faster
     assert (tmp_path / "softmax_share.md").read_text().startswith("| chip | dtype |")
+
+
+def test_unit_cost_splits_measured_and_modelled_time_into_tiles_and_ctas():
+    study = _script("real_chips", "unit_cost")
+    groups = study.measured()
+    assert sorted(groups) == [(d, dt) for d in (64, 128, 256) for dt in ("fp16", "fp8_e4m3")]
+    rows = groups[(64, "fp8_e4m3")]
+    assert [int(r["seq_len"]) for r in rows] == [128, 256, 512, 1024, 2048, 4096]
+    assert len({int(r["heads"]) * int(r["seq_len"]) for r in rows}) == 1  # the same CTAs at every length
+    r = study.compare(64, "fp8_e4m3", rows)
+    assert r["block_k"] == 64 and r["slope_us"] > 0 and r["intercept_us"] > 0
+    assert r["model0_intercept_us"] < r["model_intercept_us"]  # the fitted per-CTA overhead is what lifts it
+    assert study.line(np.array([1.0, 2, 4, 8]), np.array([3.0, 5, 9, 17]), np.array([512] * 4)) == pytest.approx((2, 1))
 
 
 def test_gpu_and_model_numerics_on_the_same_inputs(tmp_path):

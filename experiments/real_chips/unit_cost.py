@@ -1,0 +1,85 @@
+"""The Triton FA2 kernel's time split into a cost per key-block tile and a cost per CTA: measured and modelled.
+
+Usage: python experiments/real_chips/unit_cost.py [--out DIR]
+
+Reads ``validation/units_h100_2026_11/units.csv``: the same number of CTAs (1,056 query blocks of 128 rows) at K/V
+lengths 128–4096, so each CTA walks 1–64 key blocks, per head dim (64, 128, 256) and format (fp16, fp8_e4m3), timed
+on an H100. The model runs the same shapes on ``H100-SXM`` with the ``triton`` kernel twice: as shipped, and with
+its fitted per-CTA overhead set to 0 (``unit_overhead_cycles``; the measured tensor efficiency kept). A line
+fitted to latency against key blocks per CTA, over the lengths from ``FROM_SEQ`` on, gives a slope (the cost of one
+more key block in every CTA: waves x the time of a tile) and an intercept (the launch plus waves x the per-CTA
+cost beside the tiles). Writes DIR/unit_cost.csv and .md (default DIR: experiments/real_chips/out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from vfasim import run
+from vfasim.formats import MATMUL_FORMATS, format_class
+from vfasim.hw import load_hw
+from vfasim.kernel import load_kernel
+from vfasim.report.tables import write_table
+from vfasim.validate import CHIPS, FORMATS, with_tuning
+
+HERE = Path(__file__).resolve().parent
+TABLE = HERE.parents[1] / "validation" / "units_h100_2026_11" / "units.csv"
+FROM_SEQ = 512  # the line is fitted from here on: shorter runs have too little work per CTA to be on it
+COLUMNS = ("head_dim", "dtype", "block_k", "slope_us", "model_slope_us", "model0_slope_us", "intercept_us",
+           "model_intercept_us", "model0_intercept_us", "errors")
+
+
+def measured(table: Path = TABLE) -> dict[tuple[int, str], list[dict]]:
+    """Rows per (head dim, format), by K/V length."""
+    out: dict[tuple[int, str], list[dict]] = {}
+    with table.open() as f:
+        for r in csv.DictReader(f):
+            out.setdefault((int(r["head_dim"]), r["dtype"]), []).append(r)
+    return {k: sorted(v, key=lambda r: int(r["seq_len"])) for k, v in out.items()}
+
+
+def line(tiles: np.ndarray, us: np.ndarray, seq: np.ndarray) -> tuple[float, float]:
+    """(slope, intercept) of latency against key blocks per CTA, over the lengths from FROM_SEQ."""
+    slope, intercept = np.polyfit(tiles[seq >= FROM_SEQ], us[seq >= FROM_SEQ], 1)
+    return float(slope), float(intercept)
+
+
+def compare(head_dim: int, dtype: str, rows: list[dict]) -> dict:
+    hw = load_hw(CHIPS[rows[0]["chip"]])
+    shipped = hw.chip.kernel_tuning["triton"]  # type: ignore[union-attr]
+    no_overhead = with_tuning(hw, "triton", tensor_efficiency=shipped.tensor_efficiency, unit_overhead_cycles=0)
+    kernel = load_kernel("triton")
+    block_k = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False).block_k
+    seq = np.array([int(r["seq_len"]) for r in rows])
+    tiles, us = seq / block_k, np.array([float(r["value"]) for r in rows])
+    model = {}
+    for name, cfg in (("model", hw), ("model0", no_overhead)):
+        model[name] = np.array([run(cfg, "fa2", seq_len=int(r["seq_len"]), head_dim=head_dim, heads=int(r["heads"]),
+                                    causal=False, kernel=kernel, matmul_format=FORMATS[dtype],
+                                    numerics_heads=0).latency_us for r in rows])
+    (s, i), (ms, mi), (zs, zi) = line(tiles, us, seq), line(tiles, model["model"], seq), line(tiles, model["model0"], seq)
+    errors = " ".join(f"{n}:{(m - x) / x:+.2f}" for n, m, x in zip(seq, model["model"], us))
+    return {"head_dim": head_dim, "dtype": dtype, "block_k": block_k, "slope_us": s, "model_slope_us": ms,
+            "model0_slope_us": zs, "intercept_us": i, "model_intercept_us": mi, "model0_intercept_us": zi,
+            "errors": errors}
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=HERE / "out")
+    args = p.parse_args(argv)
+    got = [compare(d, dt, rows) for (d, dt), rows in sorted(measured().items())]
+    write_table([{c: r[c] for c in COLUMNS} for r in got], COLUMNS, args.out / "unit_cost")
+    for r in got:
+        print(f"d{r['head_dim']} {r['dtype']:<9} per key block (all CTAs): measured {r['slope_us']:.2f} us, model "
+              f"{r['model_slope_us']:.2f} | intercept: measured {r['intercept_us']:.1f} us, model {r['model_intercept_us']:.1f} "
+              f"(no fitted overhead {r['model0_intercept_us']:.1f}) | model error by K/V length {r['errors']}")
+    return got
+
+
+if __name__ == "__main__":
+    main()
