@@ -82,6 +82,7 @@ def test_exp_scale_two_is_the_builtin_doubled_exp16_core():
     (["--set", "seq_len=abc"], "seq_len"),
     (["--set", "lam=2"], "lam"),
     (["--exp-scale", "1,-2"], "exp_scale"),
+    (["--hw", "H100-SXM", "--kernel", "fa2", "--set", "kernel=triton"], "--kernel"),
 ])
 def test_bad_path_or_value_is_one_line_error_and_writes_nothing(tmp_path, capsys, argv, named):
     out = tmp_path / "out"
@@ -274,3 +275,15 @@ def test_a_chip_point_has_the_same_row_in_a_sweep_as_in_run(tmp_path):
     assert row["bound"] == alone.bound == alone.chip["bound"]
     for col in ("chip_tflops", "chip_waves", "chip_hbm_bytes", "kernel"):
         assert row[col] == alone.to_row()[col]
+
+
+def test_the_kernel_flag_is_the_kernel_axis(tmp_path, capsys):
+    """--kernel a --kernel b sweeps the kernels as --set kernel=a,b does, point for point."""
+    common = ("sweep", "--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "512", "--heads", "2", "--jobs", "1", "--quiet")
+    frames = []
+    for i, axis in enumerate((["--kernel", "fa2", "--kernel", "triton"], ["--set", "kernel=fa2,triton"])):
+        status, _, _ = cli(capsys, *common, *axis, "--out", str(tmp_path / str(i)))
+        assert status == 0
+        frames.append(pd.read_csv(tmp_path / str(i) / "results.csv"))
+    assert list(frames[0]["kernel"]) == ["fa2", "triton"]
+    assert frames[0]["latency_cycles"].tolist() == frames[1]["latency_cycles"].tolist()

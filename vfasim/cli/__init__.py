@@ -149,6 +149,9 @@ def _add_sweep(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--hw", action="append", help="configs, comma list or repeated (default C4V16)")
     p.add_argument("--algo", action="append", help="algorithms, comma list or repeated (default vfa)")
+    p.add_argument("--kernel", action="append", metavar="NAME|FILE",
+                   help="kernels to sweep on a chip, comma list or repeated (an axis, as --set kernel=...; "
+                        "default: the run's own)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=V1,V2",
                    help="a hardware field (pipelines.exp.throughput.float16, score_buffers) or a run "
                         "option (seq_len, block_q, lam, topk); several --set give their cartesian product")

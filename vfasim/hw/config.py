@@ -103,6 +103,12 @@ class PrecisionSpec(_Strict):
 
 
 class HardwareConfig(_Strict):
+    """One core (pipelines with their rates, the op kind -> pipeline map, formats, score buffers) and, with a
+    ``chip`` section, the chip of many such cores sharing L2 and HBM. Loaded from ``hw_configs/*.yaml`` (or a
+    file) by ``vfasim.hw.load_hw``; every number in a shipped file says where it comes from. Frozen; a config object
+    handed to a run is validated again (``load_hw``), so a change made in Python (``model_copy``) is checked like a
+    file before anything runs."""
+
     name: str = Field(min_length=1)
     description: str = ""
     clock_ghz: float = Field(strict=True, gt=0, le=1e3, allow_inf_nan=False, description="Core clock, to turn cycles into time")

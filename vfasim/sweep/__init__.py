@@ -256,6 +256,10 @@ def sweep_command(args: argparse.Namespace) -> str:
         raise VfasimError("--scheduler applies to --executor dask; give both, or neither to run locally")
     axes = [scale_axis(k, getattr(args, k)) for k in SCALES if getattr(args, k)]  # x: a scale if any
     axes += [parse_set(s) for s in args.sets]
+    if args.kernel:
+        if any(axis.name == "kernel" for axis in axes):
+            raise VfasimError("give the kernels by --kernel or by --set kernel=..., not both")
+        axes.append(parse_set("kernel=" + ",".join(args.kernel)))
     kwargs = {k: getattr(args, k) for k in ("seq_len", "head_dim", "block_q", "block_k", "causal", "heads",
                                             "seed", "workload", "schedule")}
     if args.out is not None:
