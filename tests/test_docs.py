@@ -82,8 +82,8 @@ def test_every_command_a_page_shows_parses(page, line):
     hws = getattr(args, "hw", None) or []
     for name in ",".join(hws if isinstance(hws, list) else [hws]).split(","):
         assert not name or name.endswith((".yaml", ".yml")) or name in builtin_names(), (page, name)
-    kernels = getattr(args, "kernel", None)
-    for name in kernels if isinstance(kernels, list) else [kernels]:
+    kernels = getattr(args, "kernel", None) or []
+    for name in ",".join(kernels if isinstance(kernels, list) else [kernels]).split(","):  # sweep: comma lists
         assert not name or name.endswith((".yaml", ".yml")) or name in builtin_kernel_names(), (page, name)
 
 
