@@ -12,7 +12,7 @@ pairwise, then its own row. Before that, predecessors that can never be the late
 dropped: duplicates, and ops of the op's own chain (see ``stream_chains``) before its stream
 predecessor, which end no later than that predecessor does. Ends live in an ``array('q')``
 (8 bytes each) and rows are handed to the loop in chunks, so the pass holds no Python object
-per op.
+per op. Runs of rows that repeat a tile earlier are shifted instead once steady (``steady.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from array import array
 import numpy as np
 
 from vfasim.errors import VfasimError
+from vfasim.sim.steady import SETTLE, TRIES, steady_runs, tile_period, try_extend
 from vfasim.trace import KIND_NAMES, Trace
 
 _CHUNK = 8192  # rows converted to Python lists at a time
@@ -46,7 +47,7 @@ def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.n
     del table, live
     row_cycles = np.zeros(pairs.shape[0], np.int64)
     row_cycles[last] = cycles[order]
-    row_ends = _relax(pairs, row_cycles)
+    row_ends = _relax(pairs, row_cycles, tile_period(_tile_rows(trace, order, last)))
     del pairs, row_cycles
     end = np.empty(len(trace), np.int64)
     end[order] = row_ends[last]
@@ -137,13 +138,39 @@ def _place(pairs: np.ndarray, table: np.ndarray, live: np.ndarray, first: np.nda
         rank[ops] += 1
 
 
-def _relax(pairs: np.ndarray, cycles: np.ndarray) -> np.ndarray:
-    """End of every row: the later of its two inputs' ends plus its cycles."""
+def _tile_rows(trace: Trace, order: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """The row of each tile's first op (in trace order)."""
+    pos = np.empty(len(trace), np.int32)
+    pos[order] = np.arange(len(trace), dtype=np.int32)
+    new = np.ones(len(trace), bool)  # an op that begins a (row, step) group
+    new[1:] = (trace.row[1:] != trace.row[:-1]) | (trace.step[1:] != trace.step[:-1])
+    first = np.flatnonzero(new & (trace.kblock >= 0))
+    return last[pos[first]]
+
+
+def _relax(pairs: np.ndarray, cycles: np.ndarray, period: int) -> np.ndarray:
+    """End of every row: the later of its two inputs' ends plus its cycles; steady runs shifted."""
     ends = array("q", [0])  # slot 0 stands for "no predecessor": it ends at cycle 0
-    for lo in range(0, cycles.size, _CHUNK):
-        first, second = pairs[lo:lo + _CHUNK].T.tolist()
-        _relax_rows(ends, first, second, cycles[lo:lo + _CHUNK].tolist())
+    done = 0
+    for lo, hi in steady_runs(pairs, cycles, period):
+        p = lo + SETTLE * period
+        for _ in range(TRIES):
+            _relax_span(ends, pairs, cycles, done, p)
+            done = p
+            if p + period >= hi or try_extend(ends, pairs, p, hi, period):
+                done = max(done, len(ends) - 1)
+                break
+            p += period
+    _relax_span(ends, pairs, cycles, done, cycles.size)
     return np.frombuffer(ends, np.int64)[1:]
+
+
+def _relax_span(ends: array, pairs: np.ndarray, cycles: np.ndarray, lo: int, hi: int) -> None:
+    """Relax rows [lo, hi) one by one."""
+    for start in range(lo, hi, _CHUNK):
+        stop = min(start + _CHUNK, hi)
+        first, second = pairs[start:stop].T.tolist()
+        _relax_rows(ends, first, second, cycles[start:stop].tolist())
 
 
 def _relax_rows(ends: array, first: list[int], second: list[int], cycles: list[int]) -> None:

@@ -1,0 +1,57 @@
+"""The closed-form pass's steady state: runs of repeating rows shifted give the same ends as relaxing every row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import vfasim.sim.closed_form as closed_form
+from vfasim.functional import Tiling, policy_for
+from vfasim.functional.trace_only import trace_only
+from vfasim.hw import load_hw
+from vfasim.runner.api import engine_precision
+from vfasim.sim import simulate
+from vfasim.sim.steady import MIN_PERIODS
+
+
+@st.composite
+def repeating_rows(draw) -> tuple[np.ndarray, np.ndarray, int]:
+    """A random prefix, then a template of L rows repeated: each predecessor a fixed earlier row or one
+    a fixed distance back; cycles from a small set, so the prefix's slow rows can hold the run for a while."""
+    prefix, period = draw(st.integers(1, 6)), draw(st.integers(1, 4))
+    pairs = [[draw(st.integers(0, r)) for _ in range(2)] for r in range(prefix)]
+    cycles = [draw(st.sampled_from([0, 1, 5, 40, 300])) for _ in range(prefix)]
+    template = [[draw(st.one_of(st.tuples(st.just("back"), st.integers(1, 2 * period + 1)),
+                                st.tuples(st.just("fixed"), st.integers(0, prefix))))
+                 for _ in range(2)] for _ in range(period)]
+    costs = [draw(st.sampled_from([0, 1, 2, 7])) for _ in range(period)]
+    for i in range(period * draw(st.integers(MIN_PERIODS, 3 * MIN_PERIODS))):
+        r = len(pairs)
+        pairs.append([max(r + 1 - v, 0) if how == "back" else v for how, v in template[i % period]])
+        cycles.append(costs[i % period])
+    return np.array(pairs, np.int32), np.array(cycles, np.int64), period
+
+
+@settings(max_examples=200)
+@given(repeating_rows())
+def test_shifted_runs_end_as_relaxed_rows(case):
+    pairs, cycles, period = case
+    assert closed_form._relax(pairs, cycles, period).tolist() == closed_form._relax(pairs, cycles, 0).tolist()
+
+
+@pytest.mark.parametrize("algo,causal,schedule", [("fa2", True, "pipelined"), ("vfa", True, "pipelined"),
+                                                  ("fa2", False, "pipelined"), ("vfa", True, "serial")])
+def test_engine_traces_end_as_relaxed_rows(monkeypatch, algo, causal, schedule):
+    hw = load_hw("C4V16")
+    trace = trace_only(Tiling(4096, 4096, 64, 64, 64, causal), policy_for(algo), engine_precision(hw))
+    shifted = []
+    extend = closed_form.try_extend
+    monkeypatch.setattr(closed_form, "try_extend", lambda *a: shifted.append(extend(*a)) or shifted[-1])
+    fast = simulate(trace, hw, schedule)
+    assert any(shifted)  # the steady state was used
+    monkeypatch.setattr(closed_form, "steady_runs", lambda *a: [])
+    slow = simulate(trace, hw, schedule)
+    assert np.array_equal(fast.end_cycles, slow.end_cycles)
+    assert np.array_equal(fast.waited_on, slow.waited_on) and np.array_equal(fast.wait_kind, slow.wait_kind)
