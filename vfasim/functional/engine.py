@@ -38,9 +38,9 @@ from vfasim.functional.results import ROW_FLAGS, Counts, EngineResult, RowDiagno
 from vfasim.functional.stages import pipeline
 from vfasim.functional.tiling import Tiling
 from vfasim.functional.update import SoftmaxUpdate
-from vfasim.trace import TraceBuilder
+from vfasim.trace import Trace, TraceBuilder
 
-__all__ = ["EngineResult", "engine_threads", "run_engine"]
+__all__ = ["EngineResult", "engine_threads", "engine_trace", "run_engine"]
 
 #: bytes of one score array of a step batch (rows × Bq × Bc float32): bounds the per-step working set
 STEP_BYTES = 1 << 21
@@ -65,24 +65,44 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     ``threads`` (default ``ENGINE_THREADS``, at most the CPU count) run a step's row batches;
     any count gives the same bits.
     """
+    policy = _checked(algo, tiling, lam, thresholds)
+    threads = engine_threads(threads)
+    # Tile-sized matmuls gain nothing from BLAS threads, and oversubscribed threads spin.
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
+        loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode, o_in_place)
+        if not trace:
+            loop.tb = _Untraced(tiling.n_rows, tiling.n_kblocks, schedule=pipeline(o_in_place))
+        if rows is not None:
+            loop.order[np.setdiff1d(np.arange(tiling.n_rows), rows)] = -1
+        loop.run(pool, threads, progress)
+        return loop.finish(algo if isinstance(algo, str) else "custom")
+
+
+def engine_trace(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str | Policy,
+                 precision: Precision = Precision(), lam: float = 1e-3, *, decode: bool = False,
+                 o_in_place: bool = False, threads: int | None = None) -> Trace:
+    """The trace ``run_engine`` emits, bit for bit, without the numbers: the softmax and PV update is skipped.
+
+    A step's decisions (which tiles update m exactly, are kept, are rescaled) read the scores and the
+    running max alone, never l or O, so the trace of a data-dependent algorithm needs only the QK side.
+    """
+    policy = _checked(algo, tiling, lam, None)
+    threads = engine_threads(threads)
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
+        loop = _Loop(q, k, v, tiling, policy, precision, lam, None, decode, o_in_place, update=False)
+        loop.run(pool, threads, progress=False)
+        loop.epilogue()
+        loop.tb.meta["algo"] = algo if isinstance(algo, str) else "custom"
+        return loop.tb.build()
+
+
+def _checked(algo: str | Policy, tiling: Tiling, lam: float, thresholds: np.ndarray | None) -> Policy:
     policy = algo if isinstance(algo, Policy) else policy_for(algo)
     if policy.skip in ("block", "row") and not 0.0 < lam < 1.0:
         raise VfasimError(f"lam must lie in (0, 1), got {lam}")
     if policy.skip == "topk" and (thresholds is None or thresholds.shape != (tiling.n_rows,)):
         raise VfasimError(f"bsfa needs one calibrated threshold per (head, query block): {tiling.n_rows}")
-    # Tile-sized matmuls gain nothing from BLAS threads, and oversubscribed threads spin.
-    threads = engine_threads(threads)
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
-        loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode, o_in_place)
-        if not trace:
-            loop.tb = _Untraced(tiling.n_rows, tiling.n_kblocks, schedule=pipeline(o_in_place))
-        loop.pool, loop.threads = (pool, threads) if threads > 1 else (None, 1)
-        if rows is not None:
-            loop.order[np.setdiff1d(np.arange(tiling.n_rows), rows)] = -1
-        loop.prelude()
-        for step in _steps(tiling.n_kblocks, progress):
-            loop.step(step)
-        return loop.finish(algo if isinstance(algo, str) else "custom")
+    return policy
 
 
 def engine_threads(threads: int | None = None) -> int:
@@ -95,8 +115,8 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
 
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, policy: Policy,
                  prec: Precision, lam: float, thresholds: np.ndarray | None, decode: bool,
-                 o_in_place: bool) -> None:
-        self.t, self.policy, self.prec, self.lam = tiling, policy, prec, lam
+                 o_in_place: bool, update: bool = True) -> None:
+        self.t, self.policy, self.prec, self.lam, self.update = tiling, policy, prec, lam, update
         self.thresholds, self.decode, self.o_in_place = thresholds, decode, o_in_place
         self.vr = prec.round_vector  # vector-side values live in float32, rounded to the format by vr
         self.state_dtype = "float32" if policy.fp32_state else prec.vector  # l and O
@@ -110,7 +130,7 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         self.threads = 1
         self.qb = self._quantized(blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
         self.kb = self._quantized(blocks(k, tiling.block_k), "k", -1)  # [Hkv, Tc, Bc, d]
-        self.vb = self._quantized(blocks(v, tiling.block_k), "v", -2)  # scale blocks along keys
+        self.vb = self._quantized(blocks(v, tiling.block_k), "v", -2) if update else v  # scale blocks along keys
         n = tiling.n_rows
         rows = np.arange(n)
         self.qblock = rows % tiling.n_qblocks
@@ -141,6 +161,13 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         self.counts.flows[f"{operand}_overflow"] = over
         self.counts.flows[f"{operand}_underflow"] = under
         return values
+
+    def run(self, pool: ThreadPoolExecutor, threads: int, progress: bool) -> None:
+        """The prelude and every key-block step, a step's row batches on ``threads`` threads of ``pool``."""
+        self.pool, self.threads = (pool, threads) if threads > 1 else (None, 1)
+        self.prelude()
+        for step in _steps(self.t.n_kblocks, progress):
+            self.step(step)
 
     # ---- prelude: Q loads, key summaries, m-init -------------------------------------
     def prelude(self) -> None:
@@ -205,8 +232,21 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
     def _step_rows(self, act: np.ndarray, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The numbers of step ``s`` for rows ``act``; the decisions the trace follows (see ``_emit_step``)."""
         kb = self.order[act, s]
+        if not self.update:  # the trace alone: m is all the decisions read (a tile not kept has m_new = m_old)
+            special, keep, rescales, _, _, self.m[act] = self._decide(act, kb, s, self._tile_max(act, kb))
+            return special, keep, rescales
         scores = self._scores(act, kb)
-        tile_max = rowmax(scores)
+        special, keep, rescales, keep_rows, m_old, m_new = self._decide(act, kb, s, rowmax(scores))
+        kept = np.flatnonzero(keep)
+        k = slice(None) if kept.size == act.size else kept  # every tile kept: views, not copies of the batch
+        if self.policy.skip == "row":
+            scores = np.where(keep_rows[:, :, None], scores, np.float32(-np.inf))
+        self._update(act[k], kb[k], scores[k], m_old[k], m_new[k])
+        return special, keep, rescales
+
+    def _decide(self, act: np.ndarray, kb: np.ndarray, s: int,
+                tile_max: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(special, keep, rescales, keep_rows, m_old, m_new) of step ``s`` from the tiles' row maxima."""
         self.true_max[act] = np.maximum(self.true_max[act], tile_max)
         self.block_max[act, kb] = tile_max.max(axis=1)
         special = (kb == 0) | (kb == self.local[act]) | (not self.policy.freeze)
@@ -220,12 +260,22 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         self._count(keep, keep_rows, rescales)
         self.kept[act] += keep_rows
         self.skipped[act] += ~keep_rows
-        kept = np.flatnonzero(keep)
-        k = slice(None) if kept.size == act.size else kept  # every tile kept: views, not copies of the batch
-        if self.policy.skip == "row":
-            scores = np.where(keep_rows[:, :, None], scores, np.float32(-np.inf))
-        self._update(act[k], kb[k], scores[k], m_old[k], m_new[k])
-        return special, keep, rescales
+        return special, keep, rescales, keep_rows, m_old, m_new
+
+    def _tile_max(self, act: np.ndarray, kb: np.ndarray) -> np.ndarray:
+        """``rowmax(self._scores(act, kb))`` without rounding every score: scaling by a positive number and
+        rounding are monotone, so a row's largest visible product gives its largest score, the same value (a
+        zero's sign aside, which no decision reads). Products holding NaN take the long way."""
+        t = self.t
+        raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
+        needs = t.tile_needs_mask(self.qblock[act], kb)
+        if needs.any():
+            raw[needs] = np.where(t.visible(self.qblock[act[needs]], kb[needs]), raw[needs], -np.inf)
+        top = rowmax(raw)
+        if np.isnan(top).any():
+            return rowmax(self._scores(act, kb))
+        with np.errstate(over="ignore"):
+            return self.vr(self.vr(top) * self.scale)
 
     def _scores(self, act: np.ndarray, kb: np.ndarray) -> np.ndarray:
         t = self.t
@@ -280,12 +330,17 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
               skipped_row_tiles=int(np.sum(~keep_rows)))
 
     # ---- epilogue -----------------------------------------------------------------------
-    def finish(self, algo: str) -> EngineResult:
+    def epilogue(self) -> None:
+        """The normalize and store ops of every row."""
         t, tb, rows = self.t, self.tb, np.arange(self.t.n_rows)
         last = t.n_kblocks + 1
         norm = tb.emit("normalize", rows, last, t.block_q * t.head_dim, self.state_dtype,
                        deps=(self.writer["o"], self.writer["l"]))
         tb.emit("store_o", rows, last, self._bytes(t.block_q, "o"), self.prec.vector, deps=(norm,))
+
+    def finish(self, algo: str) -> EngineResult:
+        t, tb = self.t, self.tb
+        self.epilogue()
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             out = self.vr(self.o / self.l[:, :, None]).astype(self.prec.vector_np)
         del self.qb, self.kb, self.vb, self.o  # done with: let them go before the trace is built

@@ -4,7 +4,7 @@ Timing: an algorithm whose trace does not depend on the data (``fa2``, ``vfa``
 and their ablations) is timed from ``trace_only`` — no Q, K or V, no arithmetic —
 on the first heads of one K/V-head group (``chip.run.representative_heads``: the
 group's first head, and one head for the others), which stand for every (batch, head). Other algorithms run
-the functional engine on all batch × heads heads, as their trace needs the data.
+the functional engine's QK side on all batch × heads heads (``engine_trace``), as their trace needs the data.
 A decode step with one query token packs the query heads of a GQA group into
 the rows of one tile (as FlashDecoding and FA3 pack GQA): a unit is (batch, K/V
 head, split) and reads its K/V once for the whole group. A decode tile computes
@@ -31,7 +31,7 @@ from vfasim.chip.occupancy import TileShape
 from vfasim.chip.roofline import roofline
 from vfasim.errors import VfasimError
 from vfasim.formats import format_class
-from vfasim.functional import Policy, Precision, Tiling, policy_for, run_engine
+from vfasim.functional import Policy, Precision, Tiling, engine_trace, policy_for
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, builtin_names
 from vfasim.kernel import Kernel, TileRule, WaveSplit
@@ -206,7 +206,7 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
                        seed, decode, queries)
     q = wl.q.reshape(heads * batch, -1, wl.q.shape[-1])  # a group's query heads are adjacent
     t = Tiling(*tiling_args, heads * batch, kv_heads * batch)
-    return run_engine(q, wl.k, wl.v, t, policy, precision, lam, decode=decode, o_in_place=o_in_place).traced(), False
+    return engine_trace(q, wl.k, wl.v, t, policy, precision, lam, decode=decode, o_in_place=o_in_place), False
 
 
 def _predicated(trace: Trace, valid: int, rows: int) -> Trace:
