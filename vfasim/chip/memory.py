@@ -47,19 +47,21 @@ class L2Cache:
         self.stamp = np.full(n_keys, -1, np.int64)
         self.size = np.zeros(n_keys, np.int64)
         self.log = np.empty(max(4 * n_keys, 1024), np.int64)
+        self.places = np.arange(self.log.size)  # place i of the log is i (a view of it, not a new arange, per look-up)
         self.front = self.fill = 0
 
     def access(self, keys: np.ndarray, sizes: np.ndarray) -> int:
         """Look up (and make resident) every key, distinct, in order; return the bytes that hit."""
-        resident = self.stamp[keys] >= 0
-        missed = sizes[~resident]
-        over = self.used + int(missed.sum()) - self.capacity
-        if over > 0 and not self._evict_old(keys, over):
+        new = self.stamp[keys] < 0
+        missed = sizes[new]
+        miss = int(missed.sum())
+        if self.used + miss > self.capacity and not self._evict_old(keys, self.used + miss - self.capacity):
             return self._one_by_one(keys.tolist(), sizes.tolist())
-        self.used += int(missed.sum())
-        self.size[keys[~resident]] = missed
+        if miss:
+            self.used += miss
+            self.size[keys[new]] = missed
         self._append(keys)
-        return int(sizes[resident].sum())
+        return int(sizes.sum()) - miss
 
     def _evict_old(self, keys: np.ndarray, over: int) -> bool:
         """Evict the fewest least recently used keys that free ``over`` bytes, unless one of ``keys`` is
@@ -103,7 +105,7 @@ class L2Cache:
         if self.fill + keys.size > self.log.size:
             self._compact(keys.size)
         self.log[self.fill:self.fill + keys.size] = keys
-        self.stamp[keys] = np.arange(self.fill, self.fill + keys.size)
+        self.stamp[keys] = self.places[self.fill:self.fill + keys.size]
         self.fill += keys.size
 
     def _compact(self, room: int) -> None:
@@ -112,6 +114,7 @@ class L2Cache:
         live = window[self.stamp[window] == np.arange(self.front, self.fill)]
         if live.size + room > self.log.size // 2:
             self.log = np.empty(2 * (live.size + room), np.int64)
+            self.places = np.arange(self.log.size)
         self.log[:live.size] = live
         self.stamp[live] = np.arange(live.size)
         self.front, self.fill = 0, live.size
