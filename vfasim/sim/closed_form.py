@@ -28,6 +28,7 @@ from vfasim.trace import KIND_NAMES, Trace
 
 _CHUNK = 8192  # rows converted to Python lists at a time
 _PLACE_CHUNK = 16384  # ops whose rows are written with one set of array operations
+_STEADY_ROWS = 50_000  # fewer rows are all relaxed one by one: looking for steady runs would cost more
 
 
 def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.ndarray, chain: np.ndarray,
@@ -47,7 +48,8 @@ def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.n
     del table, live
     row_cycles = np.zeros(pairs.shape[0], np.int64)
     row_cycles[last] = cycles[order]
-    row_ends = _relax(pairs, row_cycles, tile_period(_tile_rows(trace, order, last)))
+    steady = row_cycles.size >= _STEADY_ROWS
+    row_ends = _relax(pairs, row_cycles, tile_period(_tile_rows(trace, order, last)) if steady else 0)
     del pairs, row_cycles
     end = np.empty(len(trace), np.int64)
     end[order] = row_ends[last]
@@ -138,14 +140,13 @@ def _place(pairs: np.ndarray, table: np.ndarray, live: np.ndarray, first: np.nda
         rank[ops] += 1
 
 
-def _tile_rows(trace: Trace, order: np.ndarray, last: np.ndarray) -> np.ndarray:
-    """The row of each tile's first op (in trace order)."""
-    pos = np.empty(len(trace), np.int32)
-    pos[order] = np.arange(len(trace), dtype=np.int32)
-    new = np.ones(len(trace), bool)  # an op that begins a (row, step) group
-    new[1:] = (trace.row[1:] != trace.row[:-1]) | (trace.step[1:] != trace.step[:-1])
-    first = np.flatnonzero(new & (trace.kblock >= 0))
-    return last[pos[first]]
+def _tile_rows(trace: Trace, order: np.ndarray, last: np.ndarray, limit: int = 1 << 20) -> np.ndarray:
+    """The row of each tile's first op (in trace order) among the first ``limit`` ops issued: enough to find the
+    period, at a fraction of a pass over every op."""
+    ops = order[:limit].astype(np.int64)
+    prev = np.maximum(ops - 1, 0)
+    first = (ops == 0) | (trace.row[ops] != trace.row[prev]) | (trace.step[ops] != trace.step[prev])
+    return last[:limit][first & (trace.kblock[ops] >= 0)]
 
 
 def _relax(pairs: np.ndarray, cycles: np.ndarray, period: int) -> np.ndarray:
