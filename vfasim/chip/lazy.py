@@ -37,6 +37,11 @@ class LazyLoop(EventLoop):
         self.capped = 0  # computing units whose own HBM cap is below 1
         self.lazy, self.eager_for = False, 0
         self.core_of = self.slot_core.tolist()
+        self.kinds = self.kind.tolist()
+        self.periods: dict[tuple[int, int], float] = {}  # (kind, streams) -> compute cycles, as in ``table``
+        margin = 1 - _MARGIN
+        self.limits = tuple(math.inf if cap is None else cap * margin for cap in (self.ports.hbm, self.ports.l2))
+        self.unit_hbm = self.ports.unit_hbm
 
     def run(self, queues: list[list[int]], shared: bool) -> None:
         self._fill(queues, shared)
@@ -72,20 +77,24 @@ class LazyLoop(EventLoop):
         computing = self.lat[s] <= 0
         if computing and not started:
             self._count(s, -1)
-        kind, k = int(self.kind[self.unit[s]]), self.k[self.slot_core[s]]
-        period = self.table[kind, k]
-        if period < 0:
-            period = self.table[kind, k] = self.cycles(kind, k)
+        key = (self.kinds[self.unit[s]], self.k[self.core_of[s]])
+        period = self.periods.get(key)
+        if period is None:
+            period = self.periods[key] = float(self.table[key]) if self.table[key] >= 0 else self._priced(*key)
         self.rate[s] = 1.0 / period
         self.demand[s] = (self.hb[s] / period, self.lb[s] / period)
         if computing:
             self._count(s, 1)
         self._predict(s)
 
+    def _priced(self, kind: int, k: int) -> float:
+        self.table[kind, k] = self.cycles(kind, k)
+        return float(self.table[kind, k])
+
     def _count(self, s: int, sign: int) -> None:
         hbm, l2 = self.demand[s]
         self.need = [self.need[0] + sign * hbm, self.need[1] + sign * l2]
-        if self.ports.unit_hbm is not None and hbm > 0 and self.ports.unit_hbm / hbm < 1.0:
+        if self.unit_hbm is not None and hbm > 0 and self.unit_hbm / hbm < 1.0:
             self.capped += sign
 
     def _predict(self, s: int) -> None:
@@ -94,8 +103,7 @@ class LazyLoop(EventLoop):
         heapq.heappush(self.heap, (self.t + left, s, self.version[s]))
 
     def _unsaturated(self) -> bool:
-        return not self.capped and all(cap is None or need <= cap * (1 - _MARGIN)
-                                       for need, cap in zip(self.need, (self.ports.hbm, self.ports.l2)))
+        return not self.capped and self.need[0] <= self.limits[0] and self.need[1] <= self.limits[1]
 
     def _event(self, queues: list[list[int]], shared: bool) -> bool:
         """One event made lazily; False (nothing done) where a port might saturate."""

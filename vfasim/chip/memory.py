@@ -71,7 +71,7 @@ class L2Cache:
             if pos >= self.fill:
                 return False
             window = self.log[pos:min(pos + chunk, self.fill)]
-            sizes = np.where(self.stamp[window] == np.arange(pos, pos + window.size), self.size[window], 0)
+            sizes = np.where(self.stamp[window] == self.places[pos:pos + window.size], self.size[window], 0)
             total = freed + np.cumsum(sizes)
             end = min(int(np.searchsorted(total, over)) + 1, window.size)
             freed, pos = int(total[end - 1]), pos + end
@@ -79,7 +79,7 @@ class L2Cache:
         if np.any((stamps >= self.front) & (stamps < pos)):
             return False
         window = self.log[self.front:pos]
-        self.stamp[window[self.stamp[window] == np.arange(self.front, pos)]] = -1
+        self.stamp[window[self.stamp[window] == self.places[self.front:pos]]] = -1
         self.used -= freed
         self.front = pos
         return True
@@ -111,7 +111,7 @@ class L2Cache:
     def _compact(self, room: int) -> None:
         """Drop the log's stale places (the order of the live ones kept), with ``room`` places free after."""
         window = self.log[self.front:self.fill]
-        live = window[self.stamp[window] == np.arange(self.front, self.fill)]
+        live = window[self.stamp[window] == self.places[self.front:self.fill]]
         if live.size + room > self.log.size // 2:
             self.log = np.empty(2 * (live.size + room), np.int64)
             self.places = np.arange(self.log.size)
@@ -127,17 +127,18 @@ class UnitMemory:
         self.launch, self.has_hbm = launch, has_hbm
         keys = 2 * blocks * (int(launch.kv_key.max(initial=0)) + 1)  # (global K/V head, key block, K or V)
         self.cache = L2Cache(l2_capacity, keys) if l2_capacity is not None else None
-        self.blocks = blocks  # key blocks per K/V head, to make integer keys
         self.tiles = [k.kv_blocks[:, 0] * 2 + k.kv_blocks[:, 1] for k in launch.kinds]  # a kind's keys, less its head's
+        self.first_key = (launch.kv_key * (2 * blocks)).tolist()  # per unit: its K/V head's first key
+        self.kinds = launch.kind.tolist()
         self.totals = [(float(k.kv_bytes.sum()) + k.q_bytes + k.o_bytes) for k in launch.kinds]
 
     def on_start(self, u: int) -> UnitBytes:
         if not self.has_hbm:
             return UnitBytes(0.0, 0.0, 0.0)
-        kind = int(self.launch.kind[u])
+        kind = self.kinds[u]
         total = self.totals[kind]
         hits = 0.0
         if self.cache is not None:
-            keys = self.launch.kv_key[u] * self.blocks * 2 + self.tiles[kind]
+            keys = self.tiles[kind] + self.first_key[u]
             hits = float(self.cache.access(keys, self.launch.kinds[kind].kv_bytes))
         return UnitBytes(total - hits, total if self.cache is not None else 0.0, hits)
