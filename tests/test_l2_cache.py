@@ -45,3 +45,19 @@ def test_array_lru_equals_the_reference(capacity, seed):
         assert fast.used == ref.used
     resident = np.flatnonzero(fast.stamp >= 0)
     assert resident[np.argsort(fast.stamp[resident])].tolist() == list(ref.lines)  # the same keys, in use order
+
+
+@pytest.mark.parametrize("capacity", [0, 7, 350, 999, 1000, 5000])
+def test_units_streaming_more_than_the_cache_holds_equal_the_reference(capacity):
+    # Units reading a head's keys in order, each more than the L2 holds (long-context prefill), some
+    # starting further on, some reading another head's keys in between: every one evicts its own early keys.
+    rng = np.random.default_rng(capacity)
+    size_of = rng.integers(5, 15, 300)
+    fast, ref = L2Cache(capacity, 300), ReferenceLRU(capacity)
+    for unit in range(60):
+        head = 100 * int(rng.integers(0, 3))
+        keys = np.arange(head + int(rng.integers(0, 20)), head + 100)
+        assert fast.access(keys, size_of[keys]) == ref.access(keys.tolist(), size_of[keys].tolist()), unit
+        assert fast.used == ref.used
+    resident = np.flatnonzero(fast.stamp >= 0)
+    assert resident[np.argsort(fast.stamp[resident])].tolist() == list(ref.lines)

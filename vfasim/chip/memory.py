@@ -39,7 +39,8 @@ class L2Cache:
     resident); a place that is no longer its key's stamp is stale. The resident keys in LRU order
     are the log's live places from ``front`` on. A look-up of a unit's keys touches them in order,
     each missing key evicting least recently used keys while the bytes exceed the capacity. All at
-    once where those evictions reach none of the unit's keys (the usual case); else one key at a time.
+    once where those evictions reach none of the unit's keys (the usual case); where they do, from each
+    key's reuse distance (``_overflowing``); one key at a time where neither applies.
     """
 
     def __init__(self, capacity_bytes: int, n_keys: int) -> None:
@@ -52,37 +53,63 @@ class L2Cache:
 
     def access(self, keys: np.ndarray, sizes: np.ndarray) -> int:
         """Look up (and make resident) every key, distinct, in order; return the bytes that hit."""
-        new = self.stamp[keys] < 0
+        stamps = self.stamp[keys]
+        new = stamps < 0
         missed = sizes[new]
         miss = int(missed.sum())
-        if self.used + miss > self.capacity and not self._evict_old(keys, self.used + miss - self.capacity):
-            return self._one_by_one(keys.tolist(), sizes.tolist())
+        over = self.used + miss - self.capacity
+        if over > 0:
+            pos, freed = self._front_until(over, max(1024, 2 * keys.size))
+            if freed < over or np.any((stamps >= self.front) & (stamps < pos)):  # the unit evicts its own keys
+                return self._overflowing(keys, sizes, stamps)
+            self._drop_front(pos, freed)
         if miss:
             self.used += miss
             self.size[keys[new]] = missed
         self._append(keys)
         return int(sizes.sum()) - miss
 
-    def _evict_old(self, keys: np.ndarray, over: int) -> bool:
-        """Evict the fewest least recently used keys that free ``over`` bytes, unless one of ``keys`` is
-        among them or they run out: then evict nothing and say so."""
-        pos, freed, chunk = self.front, 0, max(1024, 2 * keys.size)
-        while freed < over:
-            if pos >= self.fill:
-                return False
+    def _front_until(self, over: int, chunk: int) -> tuple[int, int]:
+        """(place, bytes): the fewest least recently used keys, those before the place, that hold ``over``
+        bytes; all of them (place ``fill``) where they hold less."""
+        pos, freed = self.front, 0
+        while freed < over and pos < self.fill:
             window = self.log[pos:min(pos + chunk, self.fill)]
             sizes = np.where(self.stamp[window] == self.places[pos:pos + window.size], self.size[window], 0)
             total = freed + np.cumsum(sizes)
             end = min(int(np.searchsorted(total, over)) + 1, window.size)
             freed, pos = int(total[end - 1]), pos + end
-        stamps = self.stamp[keys]
-        if np.any((stamps >= self.front) & (stamps < pos)):
-            return False
+        return pos, freed
+
+    def _drop_front(self, pos: int, freed: int) -> None:
+        """Evict the keys live before place ``pos``, which hold ``freed`` bytes."""
         window = self.log[self.front:pos]
         self.stamp[window[self.stamp[window] == self.places[self.front:pos]]] = -1
         self.used -= freed
         self.front = pos
-        return True
+
+    def _overflowing(self, keys: np.ndarray, sizes: np.ndarray, stamps: np.ndarray) -> int:
+        """A look-up whose own misses evict some of its keys (a unit streaming more than the L2 holds).
+
+        An LRU of bytes holds the most recently used keys that fit, so a key hits when its bytes and those of
+        every key used since its last use fit. With the unit's resident keys last used in the order it looks
+        them up, those are the resident bytes from the key to the most recently used, plus the unit's bytes
+        looked up before it; afterwards the L2 holds the most recent keys that fit, the unit's last. Look-ups
+        in another order go one key at a time."""
+        resident = stamps >= 0
+        if np.any(np.diff(stamps[resident]) <= 0):
+            return self._one_by_one(keys.tolist(), sizes.tolist())
+        window = self.log[self.front:self.fill]
+        live = np.where(self.stamp[window] == self.places[self.front:self.fill], self.size[window], 0)
+        recent = self.used - (np.cumsum(live) - live)[stamps[resident] - self.front]  # its bytes and newer keys'
+        before = (np.cumsum(sizes) - sizes)[resident]  # the unit's bytes looked up before it
+        hit = int(sizes[resident][recent + before <= self.capacity].sum())
+        self.used += int(sizes[~resident].sum())
+        self.size[keys[~resident]] = sizes[~resident]
+        self._append(keys)
+        if self.used > self.capacity:
+            self._drop_front(*self._front_until(self.used - self.capacity, max(1024, 2 * keys.size)))
+        return hit
 
     def _one_by_one(self, keys: list[int], sizes: list[int]) -> int:
         hit = 0

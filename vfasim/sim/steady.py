@@ -26,6 +26,7 @@ import numpy as np
 SETTLE = 2  # periods relaxed one by one at a run's start before its steady state is checked
 TRIES = 4  # check points tried per run, a period apart
 MIN_PERIODS = 8  # shorter runs are relaxed one by one
+_CHUNK = 1 << 16  # rows compared at a time
 
 
 def tile_period(rows: np.ndarray) -> int:
@@ -47,15 +48,15 @@ def steady_runs(pairs: np.ndarray, cycles: np.ndarray, period: int) -> list[tupl
 
 def _repeats(pairs: np.ndarray, cycles: np.ndarray, period: int) -> np.ndarray:
     """Per row r ≥ period (index r − period): r's predecessors shifted or fixed against r − period,
-    at least one shifted, and the same cycles."""
-    same = cycles[period:] == cycles[:-period]
-    moved = np.zeros(same.size, bool)
-    for c in range(pairs.shape[1]):
-        now, before = pairs[period:, c], pairs[:-period, c]
-        shifted = (now - before == period) & (before > 0)
-        same &= shifted | (now == before)
-        moved |= shifted
-    return same & moved
+    at least one shifted, and the same cycles (worked out ``_CHUNK`` rows at a time: small temporaries)."""
+    same = np.empty(cycles.size - period, bool)
+    for lo in range(0, same.size, _CHUNK):
+        hi = min(lo + _CHUNK, same.size)
+        now, before = pairs[period + lo:period + hi], pairs[lo:hi]
+        shifted = (before > 0) & (now - before == period)
+        ok = (shifted | (now == before)).all(axis=1) & shifted.any(axis=1)
+        same[lo:hi] = ok & (cycles[period + lo:period + hi] == cycles[lo:hi])
+    return same
 
 
 def try_extend(ends: array, pairs: np.ndarray, p: int, end: int, period: int) -> bool:
