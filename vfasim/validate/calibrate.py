@@ -11,6 +11,7 @@ read them; nothing is written to the configs by the fit itself.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -192,14 +193,6 @@ def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[K
     everything = load_rows()
     rows = subset(everything, per_group)
     mine = [r for r in rows if modelled(r)]
-    compared: dict[tuple[str, str, str, str], tuple[int, int]] = {}
-    for r in everything:
-        if modelled(r):
-            n, total = compared.get(row_group(r), (0, 0))
-            compared[row_group(r)] = (n, total + 1)
-    for r in mine:
-        n, total = compared[row_group(r)]
-        compared[row_group(r)] = (n + 1, total)
     skipped: dict[tuple[str, str, str], int] = {}
     for r in rows:
         if not modelled(r):
@@ -215,4 +208,6 @@ def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[K
             tuning[f"{chip}/{style}"] = {**t.model_dump(), "at_bound": at_bound(t.model_dump(), kept)}
     measured = {CHIPS[r.chip] for r in everything if r.chip in CHIPS}
     chips = [n for n in builtin_names() if load_hw(n).chip is not None and n not in measured]
+    kept = Counter(row_group(r) for r in mine)
+    compared = {g: (kept[g], n) for g, n in Counter(row_group(r) for r in everything if modelled(r)).items()}
     return Validation(groups(preds, spec), preds, skipped, ratio_errors(preds), tuning, chips, compared)
