@@ -159,3 +159,18 @@ def test_matmul_format_picks_the_kernel_scaling_and_refuses_what_the_chip_lacks(
     status = main(["run", "--hw", "H100-SXM", "--algo", "fa2", "--matmul-format", "fp4", "--seq-len", "256"])
     err = capsys.readouterr().err
     assert status == 2 and err.startswith("error: H100-SXM has no fp4 matmul") and err.count("\n") == 1
+
+
+def test_a_variant_is_merged_as_a_base_file_is_and_validated():
+    """hw.registry.variant: the one way a config is varied (matmul formats, validate's tunings and clocks, the
+    figure's parameters); a bad change is a one-line error naming the field."""
+    from vfasim.hw.registry import variant
+
+    h100 = load_hw("H100-SXM")
+    faster = variant(h100, {"pipelines": {"exp": {"throughput": {"float32": 32}}}})
+    assert faster.pipelines["exp"].throughput["float32"] == 32
+    assert faster.pipelines["exp"].throughput["float16"] == h100.pipelines["exp"].throughput["float16"]  # merged
+    assert variant(h100, {}) == h100
+    with pytest.raises(VfasimError, match=r"H100-SXM with a test: clock_ghz") as info:
+        variant(h100, {"clock_ghz": -1.0}, "a test")
+    assert "\n" not in str(info.value)

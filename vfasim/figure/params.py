@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from vfasim.hw import FUSED, HardwareConfig
+from vfasim.hw.registry import variant
 
 REDUCTIONS = ("rowmax", "running_max", "rowsum", "minit_max")
 O_UPDATES = ("rescale_o", "accumulate_o", "accumulate_pv")
@@ -53,21 +54,17 @@ PARAM_RANGES: dict[str, tuple[float, float, str]] = {
 
 def apply_params(hw: HardwareConfig, p: ModelParams) -> HardwareConfig:
     """``hw`` with the unknown quantities set to ``p`` (the same change for every config)."""
-    doc = hw.model_dump()
-    factors = dict(doc["work_factor"])
+    factors = dict(hw.work_factor)
     factors.update({k: p.reduction_factor for k in REDUCTIONS})
     factors.update({k: p.o_rmw_factor for k in O_UPDATES})
     if hw.precision.matmul.startswith("float8"):
         factors["cast_p"] = p.cast_fp8_factor
     if hw.precision.block_scale == "mxfp4":
         factors["quant_p"] = p.quant_mxfp4_factor
-    doc["work_factor"] = factors
-    for name in ("vector", "exp"):
-        doc["pipelines"][name]["startup_cycles"] = int(p.op_latency_cycles)
-    accumulate = FUSED if p.o_in_cube else hw.op_map["accumulate_o"]
-    doc["op_map"]["accumulate_pv"] = accumulate
-    doc["op_map"]["move_pv"] = FUSED if p.o_in_cube else hw.op_map["move_o"]
-    return HardwareConfig.model_validate(doc)
+    latency = {"startup_cycles": int(p.op_latency_cycles)}
+    return variant(hw, {"work_factor": factors, "pipelines": {"vector": latency, "exp": latency},
+                        "op_map": {"accumulate_pv": FUSED if p.o_in_cube else hw.op_map["accumulate_o"],
+                                   "move_pv": FUSED if p.o_in_cube else hw.op_map["move_o"]}}, "the figure's parameters")
 
 
 def relevant_key(p: ModelParams, hw: HardwareConfig) -> tuple:

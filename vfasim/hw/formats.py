@@ -11,6 +11,7 @@ from __future__ import annotations
 from vfasim import formats
 from vfasim.errors import VfasimError
 from vfasim.hw.config import HardwareConfig, OperandScaling, PrecisionSpec
+from vfasim.hw.registry import variant
 
 BlockScale = formats.BlockScaleName | None
 #: user-facing name -> (matmul data type, operand scaling, block scale rule)
@@ -35,4 +36,4 @@ def with_matmul_format(config: HardwareConfig, name: str) -> HardwareConfig:
         raise VfasimError(f"{config.name} has no {name} matmul (it supports: {', '.join(supported)})")
     dtype, scaling, block = MATMUL_FORMATS[name]
     precision = PrecisionSpec(matmul=dtype, vector=config.precision.vector, scaling=scaling, block_scale=block)
-    return config.model_copy(update={"precision": precision})
+    return variant(config, {"precision": precision.model_dump()}, f"matmul format {name}")

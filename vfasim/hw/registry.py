@@ -55,6 +55,19 @@ def load_hw(name_or_path: str | Path | HardwareConfig) -> HardwareConfig:
         raise VfasimError(f"hw config {origin}: {first_error(exc)}") from None
 
 
+def variant(config: HardwareConfig, changes: dict, what: str = "") -> HardwareConfig:
+    """``config`` with ``changes`` deep-merged into it (``deep_merge``, as a YAML file's ``base:`` is), validated: the
+    one way a config is varied; a one-line error names the field (``what`` says which change it was)."""
+    from pydantic import ValidationError
+
+    from vfasim.hw.config import HardwareConfig
+
+    try:
+        return HardwareConfig.model_validate(deep_merge(config.model_dump(warnings=False), changes))
+    except ValidationError as exc:
+        raise VfasimError(f"hw config {config.name}{' with ' + what if what else ''}: {first_error(exc)}") from None
+
+
 def _raw(name_or_path: str, chain: tuple[str, ...], folder: Path | None = None) -> tuple[dict, str]:
     """The merged document of a config and its ``base`` chain; a relative base path is read from
     the folder of the YAML file that names it."""

@@ -34,6 +34,7 @@ import numpy as np
 from vfasim.errors import VfasimError
 from vfasim.formats import MATMUL_FORMATS, TABLE_NAMES
 from vfasim.hw import HardwareConfig, load_hw
+from vfasim.hw.registry import variant
 from vfasim.kernel import Kernel, kernels_measured_as, load_kernel
 
 #: table chip name -> built-in config
@@ -175,7 +176,7 @@ def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | Non
 
     hw = config or load_hw(CHIPS[row.chip])
     if row.clock_mhz is not None:
-        hw = hw.model_copy(update={"clock_ghz": row.clock_mhz / 1e3})
+        hw = variant(hw, {"clock_ghz": row.clock_mhz / 1e3}, f"the table's clock {row.clock_mhz} MHz")
     k = kernel or kernel_for(row.kernel)
     if k is None:
         raise VfasimError(f"no kernel description predicts {row.kernel} rows")
@@ -235,8 +236,8 @@ def with_tuning(config: HardwareConfig, kernel: str, **fields: float) -> Hardwar
     if chip is None:
         raise VfasimError(f"{config.name} has no chip section")
     old = chip.kernel_tuning.get(kernel, KernelTuning())
-    tuning = {**chip.kernel_tuning, kernel: KernelTuning(**{**old.model_dump(), **fields})}
-    return config.model_copy(update={"chip": chip.model_copy(update={"kernel_tuning": tuning})})
+    tuning = {**old.model_dump(), **fields}
+    return variant(config, {"chip": {"kernel_tuning": {kernel: tuning}}}, f"{kernel} tuning {fields}")
 
 
 def chip_name(row: Row) -> str:
@@ -268,9 +269,10 @@ def spec_only(config: HardwareConfig) -> HardwareConfig:
 
     if config.chip is None or not config.chip.kernel_tuning:
         return config
-    kept = {style: KernelTuning(**{n: getattr(t, n) for n in MEASURED[(config.name, style)]})
-            for style, t in config.chip.kernel_tuning.items() if (config.name, style) in MEASURED}
-    return config.model_copy(update={"chip": config.chip.model_copy(update={"kernel_tuning": kept})})
+    tuning = {style: KernelTuning(**{n: getattr(t, n) for n in MEASURED[(config.name, style)]}).model_dump()
+              if (config.name, style) in MEASURED else None  # None: the entry removed
+              for style, t in config.chip.kernel_tuning.items()}
+    return variant(config, {"chip": {"kernel_tuning": tuning}}, "no fitted tuning")
 
 
 def mape(preds: list[Prediction]) -> float | None:
