@@ -208,6 +208,6 @@ def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[K
             tuning[f"{chip}/{style}"] = {**t.model_dump(), "at_bound": at_bound(t.model_dump(), kept)}
     measured = {CHIPS[r.chip] for r in everything if r.chip in CHIPS}
     chips = [n for n in builtin_names() if load_hw(n).chip is not None and n not in measured]
-    kept = Counter(row_group(r) for r in mine)
-    compared = {g: (kept[g], n) for g, n in Counter(row_group(r) for r in everything if modelled(r)).items()}
+    ran = Counter(row_group(r) for r in mine)
+    compared = {g: (ran[g], n) for g, n in Counter(row_group(r) for r in everything if modelled(r)).items()}
     return Validation(groups(preds, spec), preds, skipped, ratio_errors(preds), tuning, chips, compared)
