@@ -171,9 +171,10 @@ def test_campaign_tables_pass_their_schema(campaign):
         assert npz.stat().st_size < 5 * 2 ** 20
 
 
-def test_the_floor_table_passes_the_attention_schema_and_covers_its_grid():
-    """validation/floor_h100_2026_11: FA2, VFA's kernel and the no-softmax loop for every shape and format."""
-    folder = ROOT / "validation" / "floor_h100_2026_11"
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_floor_table_passes_the_attention_schema_and_covers_its_grid(gpu):
+    """validation/floor_<gpu>_2026_11: FA2, VFA's kernel and the no-softmax loop for every shape and format."""
+    folder = ROOT / "validation" / f"floor_{gpu}_2026_11"
     assert R.check_table_file(folder / "floor.csv", R.ATTENTION) == 324
     with (folder / "floor.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -182,3 +183,14 @@ def test_the_floor_table_passes_the_attention_schema_and_covers_its_grid():
     for shape in shapes:
         kernels = sorted(r["kernel"] for r in rows if (r["dtype"], r["head_dim"], r["causal"], r["seq_len"]) == shape)
         assert kernels == ["triton_dots", "triton_fa2", "triton_vfa_attn"]
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_units_table_keeps_the_cta_count_at_every_length(gpu):
+    """validation/units_<gpu>_2026_11: 1,056 query blocks of 128 rows at each K/V length, per head dim and format."""
+    path = ROOT / "validation" / f"units_{gpu}_2026_11" / "units.csv"
+    assert R.check_table_file(path, R.ATTENTION) == 36
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["kernel"] for r in rows} == {"triton_fa2"}
+    assert {int(r["heads"]) * int(r["seq_len"]) // 128 for r in rows} == {1056}

@@ -1,14 +1,15 @@
 """How much of the Triton FA2 kernel's time its softmax adds, and how much of that VFA removes: measured and modelled.
 
-Usage: python experiments/real_chips/softmax_share.py [--max-shapes N] [--out DIR]
+Usage: python experiments/real_chips/softmax_share.py [--table validation/floor_h200_2026_11/floor.csv] [--max-shapes N] [--out DIR]
 
 Reads ``validation/floor_h100_2026_11/floor.csv``: per shape and format, ``triton_fa2``, ``triton_vfa_attn`` (VFA's
 attention kernel alone) and ``triton_dots`` (the same FA2 loop with its softmax removed: P = scale·S, masked, cast),
-timed back to back on an H100. The model runs the same shapes on ``H100-SXM`` with the ``triton`` kernel: fa2, vfa
+timed back to back on an H100 (``--table``: the H200's, ``floor_h200_2026_11``). The model runs the same shapes on
+the table's chip with the ``triton`` kernel: fa2, vfa
 (its attention kernel, the pre-pass left out) and fa2 on a copy of the config whose softmax ops (``SOFTMAX``) are
 fused away, which keeps what the no-softmax loop keeps (the MMAs, loads, scale, mask and cast of P). Per shape:
 softmax share = (FA2 − no softmax) / FA2, and VFA recovers = (FA2 − VFA) / (FA2 − no softmax). Writes
-DIR/softmax_share.csv and .md (default DIR: experiments/real_chips/out) and prints the medians per head dim and format.
+DIR/softmax_share[_<chip>].csv and .md (default DIR: experiments/real_chips/out) and prints the medians per head dim and format.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ def _ratios(fa2: float, vfa: float, dots: float, prefix: str) -> dict:
             f"{prefix}vfa_recovers": (fa2 - vfa) / (fa2 - dots) if fa2 > dots else float("nan")}
 
 
+def _name(stem: str, rows: list[dict]) -> str:
+    """``stem`` for the H100's table, ``stem_<chip>`` for another chip's."""
+    chip = CHIPS[rows[0]["chip"]] if rows else "H100-SXM"
+    return stem if chip == "H100-SXM" else f"{stem}_{chip.lower()}"
+
+
 def summary(rows: list[dict]) -> str:
     lines = ["head dim  format     shapes  softmax share (measured / model)  VFA recovers (measured / model)"]
     for d in sorted({r["head_dim"] for r in rows}, key=int):
@@ -81,14 +88,15 @@ def summary(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--table", type=Path, default=TABLE, help="a floor table measured by the harness")
     p.add_argument("--max-shapes", type=int, default=None, help="compare at most N shapes (evenly spread)")
     p.add_argument("--out", type=Path, default=HERE / "out")
     args = p.parse_args(argv)
-    rows = shapes()
+    rows = shapes(args.table)
     if args.max_shapes is not None and len(rows) > args.max_shapes:
         rows = [rows[i] for i in np.unique(np.linspace(0, len(rows) - 1, args.max_shapes).round().astype(int))]
     got = [compare(s) for s in rows]
-    write_table([{c: r[c] for c in COLUMNS} for r in got], COLUMNS, args.out / "softmax_share")
+    write_table([{c: r[c] for c in COLUMNS} for r in got], COLUMNS, args.out / _name("softmax_share", got))
     print(summary(got))
     return got
 

@@ -1,14 +1,14 @@
 """The Triton FA2 kernel's time split into a cost per key-block tile and a cost per CTA: measured and modelled.
 
-Usage: python experiments/real_chips/unit_cost.py [--out DIR]
+Usage: python experiments/real_chips/unit_cost.py [--table validation/units_h200_2026_11/units.csv] [--out DIR]
 
 Reads ``validation/units_h100_2026_11/units.csv``: the same number of CTAs (1,056 query blocks of 128 rows) at K/V
 lengths 128–4096, so each CTA walks 1–64 key blocks, per head dim (64, 128, 256) and format (fp16, fp8_e4m3), timed
-on an H100. The model runs the same shapes on ``H100-SXM`` with the ``triton`` kernel twice: as shipped, and with
+on an H100 (``--table``: the H200's, ``units_h200_2026_11``). The model runs the same shapes on the table's chip with the ``triton`` kernel twice: as shipped, and with
 its fitted per-CTA overhead set to 0 (``unit_overhead_cycles``; the measured tensor efficiency kept). A line
 fitted to latency against key blocks per CTA, over the lengths from ``FROM_SEQ`` on, gives a slope (the cost of one
 more key block in every CTA: waves x the time of a tile) and an intercept (the launch plus waves x the per-CTA
-cost beside the tiles). Writes DIR/unit_cost.csv and .md (default DIR: experiments/real_chips/out).
+cost beside the tiles). Writes DIR/unit_cost[_<chip>].csv and .md (default DIR: experiments/real_chips/out).
 """
 
 from __future__ import annotations
@@ -70,10 +70,14 @@ def compare(head_dim: int, dtype: str, rows: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--table", type=Path, default=TABLE, help="a units table measured by the harness")
     p.add_argument("--out", type=Path, default=HERE / "out")
     args = p.parse_args(argv)
-    got = [compare(d, dt, rows) for (d, dt), rows in sorted(measured().items())]
-    write_table([{c: r[c] for c in COLUMNS} for r in got], COLUMNS, args.out / "unit_cost")
+    groups = measured(args.table)
+    got = [compare(d, dt, rows) for (d, dt), rows in sorted(groups.items())]
+    chip = CHIPS[next(iter(groups.values()))[0]["chip"]]
+    stem = "unit_cost" if chip == "H100-SXM" else f"unit_cost_{chip.lower()}"
+    write_table([{c: r[c] for c in COLUMNS} for r in got], COLUMNS, args.out / stem)
     for r in got:
         print(f"d{r['head_dim']} {r['dtype']:<9} per key block (all CTAs): measured {r['slope_us']:.2f} us, model "
               f"{r['model_slope_us']:.2f} | intercept: measured {r['intercept_us']:.1f} us, model {r['model_intercept_us']:.1f} "
