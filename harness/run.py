@@ -52,13 +52,13 @@ def main(argv: list[str] | None = None) -> int:
                          "without its softmax on the FA3-regime grid), 'units' (Triton FA2 at a fixed CTA count, growing K/V) and "
                          "'profile' (the CUDA kernels of a few SDPA calls, profile.csv)")
     a = ap.parse_args(argv[1:])
-    unknown = set(a.phases.split(",")) - set(PHASES)
+    phases = set(a.phases.split(","))
+    unknown = phases - set(PHASES)
     if unknown:
         ap.error(f"unknown phase(s) {', '.join(sorted(unknown))} (valid: {', '.join(PHASES)})")
     budget = Budget(a.budget_s)
     out = a.out
     os.makedirs(out, exist_ok=True)
-    phases = set(a.phases.split(","))
     if a.configs:
         kernels.CONFIGS.update(parse_configs(a.configs))
     kernels.VFA_LOOP = a.vfa_loop
