@@ -91,6 +91,34 @@ class Timer:
         return Timing(med, spread, n)
 
 
+@dataclass
+class PairTiming:
+    a: Timing
+    b: Timing
+    ratio: float  # median over reps of (a's time / b's time) in that rep
+    ratio_spread_pct: float
+
+
+def time_pair(timer: "Timer", fa, fb, reps: int | None = None) -> PairTiming:
+    """Two calls timed in alternation, each rep one of each (order swapped every rep, so a clock drift weighs on both
+    alike), L2 flushed before every call; the ratio of the two in each rep, summarized as ``Timer.time`` does."""
+    first_a, first_b = timer.time(fa, reps=1), timer.time(fb, reps=1)  # warm-ups and compiles
+    n = reps or reps_for(max(first_a.median_us, first_b.median_us))
+    ev = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(2)]
+          for _ in range(n)]
+    torch.cuda._sleep(2_000_000)
+    for i, (ea, eb) in enumerate(ev):
+        for fn, (s, e) in ((fa, ea), (fb, eb)) if i % 2 == 0 else ((fb, eb), (fa, ea)):
+            timer._one(fn, s, e)
+    torch.cuda.synchronize()
+    ta = [s.elapsed_time(e) * 1000.0 for (s, e), _ in ev]
+    tb = [s.elapsed_time(e) * 1000.0 for _, (s, e) in ev]
+    med_a, spread_a = summarize(ta)
+    med_b, spread_b = summarize(tb)
+    ratio, spread = summarize([x / y for x, y in zip(ta, tb)])
+    return PairTiming(Timing(med_a, spread_a, n), Timing(med_b, spread_b, n), ratio, spread)
+
+
 class ClockSampler:
     """nvidia-smi sampled every 200 ms in the background; lines kept with host times."""
 

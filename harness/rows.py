@@ -167,7 +167,18 @@ PROFILE = Schema(
      "seq_len": _int_pos, "causal": _one_of(*BOOLS), "launches_per_call": _real_pos, "us_per_call": _real_nonneg},
 )
 
-SCHEMAS: dict[str, Schema] = {s.name: s for s in (ATTENTION, MICRO, NUMERICS, CHECKS, SKIPPED, PROFILE)}
+#: two kernels timed in alternation on one shape: each one's median and the median of their per-rep ratio
+PAIRS = Schema(
+    "pairs",
+    ("chip", "kernel_a", "kernel_b", "dtype", "head_dim", "causal", "seq_len", "batch", "heads", "kv_heads",
+     "seq_len_q", "mode", "a_us", "b_us", "ratio", "ratio_spread_pct", "reps"),
+    {"dtype": _one_of(*DTYPES), "head_dim": _int_pos, "causal": _one_of(*BOOLS), "seq_len": _int_pos,
+     "batch": _int_pos, "heads": _int_pos, "kv_heads": _int_pos, "seq_len_q": _int_pos,
+     "mode": _one_of("prefill", "decode"), "a_us": _real_pos, "b_us": _real_pos, "ratio": _real_pos,
+     "ratio_spread_pct": _real_nonneg, "reps": _int_pos},
+)
+
+SCHEMAS: dict[str, Schema] = {s.name: s for s in (ATTENTION, MICRO, NUMERICS, CHECKS, SKIPPED, PROFILE, PAIRS)}
 
 #: keys every sidecar holds (the provenance of the table next to it)
 PROVENANCE_KEYS = ("table", "gpu", "sm_count", "l2_bytes", "clocks", "clocks_locked", "driver", "cuda",

@@ -50,6 +50,25 @@ def test_written_table_has_the_schema_columns_in_order(tmp_path):
     assert body[1][header.index("kernel")] == "sdpa_cudnn"
 
 
+def test_a_pairs_table_keeps_both_kernels_and_their_per_rep_ratio(tmp_path):
+    pair = {"chip": "H100-SXM5-80GB", "kernel_a": "triton_fa2", "kernel_b": "triton_vfa_attn", "dtype": "fp8_e4m3",
+            "head_dim": 64, "causal": False, "seq_len": 4096, "batch": 4, "heads": 32, "kv_heads": 32,
+            "seq_len_q": 4096, "mode": "prefill", "a_us": 1230.5, "b_us": 1110.25, "ratio": 1.10812,
+            "ratio_spread_pct": 0.8, "reps": 20}
+    path = tmp_path / "pairs.csv"
+    R.write_csv(path, R.PAIRS, [pair])
+    R.write_sidecar(path, _prov("pairs.csv"))
+    assert R.check_table_file(path, R.PAIRS) == 1
+    with path.open(newline="") as f:
+        [got] = list(csv.DictReader(f))
+    assert (got["ratio"], got["causal"]) == ("1.10812", "false")
+    assert float(got["a_us"]) == 1230.5 and float(got["b_us"]) == 1110.25
+    for bad in ({"ratio": 0.0}, {"ratio": float("nan")}, {"ratio_spread_pct": -1.0}, {"kernel_b": None}):
+        with pytest.raises(R.SchemaError):
+            R.write_csv(tmp_path / "bad.csv", R.PAIRS, [{**pair, **bad}])
+    assert not (tmp_path / "bad.csv").exists()  # nothing half-written
+
+
 @pytest.mark.parametrize("bad, words", [
     ({"dtype": None}, "empty value in column 'dtype'"),
     ({"dtype": ""}, "empty value in column 'dtype'"),
@@ -169,6 +188,20 @@ def test_campaign_tables_pass_their_schema(campaign):
     npz = campaign / "numerics.npz"
     if npz.exists():
         assert npz.stat().st_size < 5 * 2 ** 20
+
+
+@pytest.mark.parametrize("table", ["pairs_h100_2026_11/pairs.csv", "pairs_h100_2026_11/repeat/pairs.csv",
+                                   "pairs_h200_2026_11/pairs.csv"])
+def test_the_paired_tables_cover_the_fa3_regime_grid_with_both_kernels(table):
+    path = ROOT / "validation" / table
+    assert R.check_table_file(path, R.PAIRS) == 108
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["kernel_a"], r["kernel_b"]) for r in rows} == {("triton_fa2", "triton_vfa_attn")}
+    assert len({(r["dtype"], r["head_dim"], r["causal"], r["seq_len"]) for r in rows}) == 108
+    assert all(int(r["batch"]) * int(r["seq_len"]) == 16384 and int(r["heads"]) * int(r["head_dim"]) == 2048
+               for r in rows)
+    assert "finished: true" in path.with_suffix(".yaml").read_text()
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
