@@ -16,7 +16,7 @@ import math
 
 import simpy
 
-from vfasim.hw.config import FUSED, HardwareConfig
+from vfasim.hw.config import FUSED, HardwareConfig, Pipeline
 from vfasim.trace import BUFFERS, DTYPES, KIND_NAMES, OP_KINDS, Trace
 
 
@@ -59,6 +59,33 @@ def reference_simulate(trace: Trace, hw: HardwareConfig, schedule: str) -> tuple
 
 
 def price(trace: Trace, hw: HardwareConfig, i: int) -> int:
+    """Full cycles; for a pipeline with issue_share s < 1, the cycles it holds its shared stream: s of its body, but no
+    less than its full cycles less those of the other ops of its tile (the run of consecutive ops with its row and
+    step) that hold the same stream whole."""
+    p = _pipeline(trace, hw, i)
+    if p.issue_share == 1.0:
+        return _full(trace, hw, i)
+    kind, dtype = KIND_NAMES[trace.kind[i]], DTYPES[trace.dtype[i]]
+    rate = p.throughput["bytes" if OP_KINDS[kind][1] == "bytes" else dtype]
+    held = p.startup_cycles + math.ceil(int(trace.work[i]) * hw.work_factor.get(kind, 1.0) / rate * p.issue_share) \
+        + p.issue_overhead_cycles
+    lo, hi = i, i
+    while lo > 0 and (trace.row[lo - 1], trace.step[lo - 1]) == (trace.row[i], trace.step[i]):
+        lo -= 1
+    while hi + 1 < len(trace) and (trace.row[hi + 1], trace.step[hi + 1]) == (trace.row[i], trace.step[i]):
+        hi += 1
+    stream = p.shares_issue_with
+    others = sum(_full(trace, hw, j) for j in range(lo, hi + 1)
+                 if hw.op_map[KIND_NAMES[trace.kind[j]]] != FUSED and _pipeline(trace, hw, j).issue_share == 1.0
+                 and stream in (hw.op_map[KIND_NAMES[trace.kind[j]]], _pipeline(trace, hw, j).shares_issue_with))
+    return max(held, _full(trace, hw, i) - others)
+
+
+def _pipeline(trace: Trace, hw: HardwareConfig, i: int) -> Pipeline:
+    return hw.pipelines[hw.op_map[KIND_NAMES[trace.kind[i]]]]
+
+
+def _full(trace: Trace, hw: HardwareConfig, i: int) -> int:
     kind, dtype = KIND_NAMES[trace.kind[i]], DTYPES[trace.dtype[i]]
     p = hw.pipelines[hw.op_map[kind]]
     rate = p.throughput["bytes" if OP_KINDS[kind][1] == "bytes" else dtype]

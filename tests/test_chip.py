@@ -19,6 +19,7 @@ from vfasim.functional import Precision, Tiling
 from vfasim.functional.trace_only import trace_only
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.sim import simulate
+from vfasim.trace import KIND_CODE
 
 FA2_KERNEL = load_kernel("fa2")
 FA2 = (FA2_KERNEL, FA2_KERNEL.tiles[1])  # the kernel and its head-dim-64 tile rule
@@ -322,19 +323,57 @@ def test_skip_threshold_reaches_the_chip_timing():
 
 
 def test_a_shared_exp_and_vector_stream_bounds_head_dim_64_on_h100():
-    # H100-SXM's exp joins the vector stream: at head dim 64 the softmax, not the matmuls, bounds FA3,
-    # and the chip's utilisation names the stream with the two pipelines' shares summed.
+    # H100-SXM's exp joins the vector stream. Charged all its cycles there, it makes the softmax, not the matmuls,
+    # bound FA3 at head dim 64, and the chip's utilisation names the stream with the two pipelines' shares summed;
+    # holding the stream for half of them (issue_share 0.5) or running on a stream of its own is faster.
     kw = dict(seq_len=2048, head_dim=64, heads=32, batch=8, block_q=64, block_k=128, kernel_style="fa3",
               numerics_heads=0)
-    chip = vfasim.run("H100-SXM", "fa2", **kw).chip
-    util = chip["utilization"]
-    assert chip["bound"] == "vector+exp"
+    doc = load_hw("H100-SXM").model_dump()
+    assert doc["pipelines"]["exp"]["issue_share"] == 1.0
+    whole = vfasim.run("H100-SXM", "fa2", **kw).chip
+    util = whole["utilization"]
+    assert whole["bound"] == "vector+exp"
     assert util["vector+exp"] == pytest.approx(util["vector"] + util["exp"])
     assert util["vector+exp"] > util["tensor"]
-    doc = load_hw("H100-SXM").model_dump()
-    doc["pipelines"]["exp"]["shares_issue_with"] = None  # separate streams: the same run is faster
+    doc["pipelines"]["exp"]["issue_share"] = 0.5
+    half = vfasim.run(HardwareConfig.model_validate(doc), "fa2", **kw).chip
+    doc["pipelines"]["exp"].update(shares_issue_with=None, issue_share=1.0)
     separate = vfasim.run(HardwareConfig.model_validate(doc), "fa2", **kw).chip
-    assert separate["latency_cycles"] < chip["latency_cycles"] and "vector+exp" not in separate["utilization"]
+    assert separate["latency_cycles"] <= half["latency_cycles"] < whole["latency_cycles"]
+    assert "vector+exp" not in separate["utilization"]
+
+
+def test_an_exp_holding_part_of_the_shared_stream_still_takes_its_full_time():
+    # issue_share s: an exp op holds the vector stream for s of its cycles, but never less than its full cycles
+    # less its tile's other work on the stream (the MUFU still needs its whole time)
+    from vfasim.sim.schedule import op_cycles
+
+    hw = load_hw("H100-SXM")
+    trace = trace_only(Tiling(256, 256, 64, 64, 64, False, 1, 1), "fa2")
+    _, full = op_cycles(trace, hw)
+    doc = hw.model_dump()
+    doc["pipelines"]["exp"]["issue_share"] = 0.5
+    _, held = op_cycles(trace, HardwareConfig.model_validate(doc))
+    exp = trace.kind == KIND_CODE["exp"]
+    assert np.all(held[exp] < full[exp]) and np.all(held[~exp & (trace.kind != KIND_CODE["rescale_factor"])]
+                                                      == full[~exp & (trace.kind != KIND_CODE["rescale_factor"])])
+    p = hw.pipelines["exp"]
+    body = full[exp] - p.startup_cycles - p.issue_overhead_cycles
+    assert np.all(held[exp] == p.startup_cycles + p.issue_overhead_cycles + np.ceil(body * 0.5))
+    doc["pipelines"]["exp"]["issue_share"] = 0.01  # so little held that the floor binds
+    doc["pipelines"]["vector"]["throughput"] = {"float32": 1e6, "float16": 1e6}
+    _, floor = op_cycles(trace, HardwareConfig.model_validate(doc))
+    pipe, fast = op_cycles(trace, HardwareConfig.model_validate(doc))
+    on_stream = pipe == list(hw.pipelines).index("vector")  # the stream's ops that hold it whole
+    tile = trace.tile_ids()
+    others = np.bincount(tile[on_stream], weights=fast[on_stream], minlength=tile.max() + 1)
+    assert np.all(floor[exp] == np.maximum(held_at(0.01, full[exp], p), full[exp] - others[tile[exp]]))
+    assert np.all(floor[exp] > held_at(0.01, full[exp], p))  # the floor binds: the MUFU's full time shows
+
+
+def held_at(share, full, p):
+    body = full - p.startup_cycles - p.issue_overhead_cycles
+    return p.startup_cycles + p.issue_overhead_cycles + np.ceil(body * share)
 
 
 def test_a_units_own_hbm_stream_caps_its_speed_before_the_shared_port():

@@ -57,7 +57,8 @@ def traces(draw) -> Trace:
 @st.composite
 def cores(draw) -> HardwareConfig:
     """Four pipelines with rates for every dtype, 1-3 units each dealt by issue order or by row, any op kind
-    on any of them or fused; half the time the exp pipeline shares the vector pipeline's stream."""
+    on any of them or fused; half the time the exp pipeline shares the vector pipeline's stream, holding it for all
+    or half of its cycles."""
     roles = {"cube": "tensor", "vector": "vector", "exp": "exp", "mover": "memory"}
     pipelines = {name: {"role": role, "units": draw(st.integers(1, 3)), "units_by": draw(st.sampled_from(["issue", "row"])),
                         "startup_cycles": draw(st.integers(0, 3)), "issue_overhead_cycles": draw(st.integers(0, 2)),
@@ -66,7 +67,7 @@ def cores(draw) -> HardwareConfig:
     factors = draw(st.lists(st.sampled_from(KIND_NAMES), max_size=3, unique=True))
     if draw(st.booleans()):  # exp ops join the vector pipeline's stream
         pipelines["exp"].update(units=pipelines["vector"]["units"], units_by=pipelines["vector"]["units_by"],
-                                shares_issue_with="vector")
+                                shares_issue_with="vector", issue_share=draw(st.sampled_from([1.0, 0.5])))
     return HardwareConfig.model_validate({
         "name": "random", "clock_ghz": 1.0, "score_buffers": draw(st.integers(1, 4)),
         "precision": {"matmul": "float16", "vector": "float32"}, "pipelines": pipelines,

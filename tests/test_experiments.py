@@ -83,6 +83,10 @@ def test_measured_vfa_speedups_pair_the_campaign_rows_with_the_model(tmp_path):
     assert r["measured_speedup"] == r["fa2_us"] / r["vfa_us"]  # the ratio of two measured rows, not a model figure
     assert r["speedup_error"] == r["predicted_speedup"] - r["measured_speedup"]
     assert (tmp_path / "measured_gpu_h100_2026_11.md").read_text().startswith("| chip | dtype | causal |")
+    pairs = study.paired(ROOT / "validation" / "pairs_h100_2026_11" / "pairs.csv")
+    assert len(pairs) == 108 and all(0.5 < v < 2 for v in pairs.values())  # every FA3-regime shape, timed in alternation
+    if r["paired_attn_speedup"] != "":
+        assert r["paired_error"] == r["predicted_attn_speedup"] - r["paired_attn_speedup"]
 
 
 def test_softmax_share_pairs_the_three_measured_loops_with_the_model(tmp_path):

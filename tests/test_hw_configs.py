@@ -74,6 +74,9 @@ def test_names_are_case_insensitive_and_paths_load(tmp_path):
      "      float16: 1\n", None),
     ("base: C16V32\nname: x\npipelines:\n  exp:\n    shares_issue_with: sfu\n",
      r"pipelines\.exp\.shares_issue_with must name another pipeline"),
+    ("base: C16V32\nname: x\npipelines:\n  exp:\n    issue_share: 0.5\n",
+     r"pipelines\.exp\.issue_share applies only with shares_issue_with"),
+    ("base: H100-SXM\nname: x\npipelines:\n  exp:\n    issue_share: 0\n", r"issue_share"),
     ("base: C16V32\nname: x\npipelines:\n  exp:\n    shares_issue_with: exp\n",
      r"pipelines\.exp\.shares_issue_with must name another pipeline"),
     ("base: C16V32\nname: x\npipelines:\n  exp:\n    shares_issue_with: vector\n  cube:\n"

@@ -9,7 +9,10 @@ campaign's chip with the ``triton`` kernel description (same tiles, VFA's pre-pa
 speedup = FA2 latency / VFA latency, measured and predicted, and their difference. Rows whose spread (p80 - p20
 over the median) exceeds 20% in any of the three measurements are left out and counted. Only the FlashAttention-3
 paper's regime (16K tokens in all, hidden 2048) is compared by default: every shape of it was measured for every
-format. Writes DIR/measured_<campaign>.csv and .md (default DIR: experiments/real_chips/out).
+format. Where the paired campaign (``validation/pairs_<gpu>_2026_11/pairs.csv``) timed the same shape's FA2 kernel
+and VFA's kernel in alternation (their speedup measured within each rep, so clock drift cancels; it repeats within
+0.002), that speedup is set beside the first and the prediction is scored against it too. Writes
+DIR/measured_<campaign>.csv and .md (default DIR: experiments/real_chips/out).
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 COLUMNS = ("chip", "dtype", "causal", "head_dim", "seq_len", "batch", "heads", "fa2_us", "vfa_us", "vfa_attn_us",
            "measured_speedup", "predicted_speedup", "speedup_error", "measured_attn_speedup",
-           "predicted_attn_speedup", "attn_speedup_error", "predicted_fa2_us", "fa2_error")
+           "predicted_attn_speedup", "attn_speedup_error", "paired_attn_speedup", "paired_error", "predicted_fa2_us", "fa2_error")
+#: the same kernels timed in alternation on the same GPU model
+PAIRED = {"gpu_h100_2026_11": "pairs_h100_2026_11/pairs.csv", "gpu_h200_2026_11": "pairs_h200_2026_11/pairs.csv"}
 KEY = ("chip", "dtype", "head_dim", "causal", "seq_len", "batch", "heads", "kv_heads", "seq_len_q", "mode")
 
 
@@ -49,6 +54,14 @@ def pairs(table: Path, fa3_regime: bool = True) -> tuple[list[dict], int]:
             continue
         out.append({**shape, **{k.removeprefix("triton_") + "_us": float(v["value"]) for k, v in ks.items()}})
     return out, unstable
+
+
+def paired(table: Path) -> dict[tuple, float]:
+    """Speedup of VFA's kernel over FA2's (their per-rep ratio, median) per shape key, from a pairs table."""
+    with table.open() as f:
+        return {tuple(r[k] for k in KEY): float(r["ratio"]) for r in csv.DictReader(f)
+                if (r["kernel_a"], r["kernel_b"]) == ("triton_fa2", "triton_vfa_attn")
+                and float(r["ratio_spread_pct"]) <= UNSTABLE_SPREAD_PCT}
 
 
 def _fa3_regime(s: dict) -> bool:
@@ -72,6 +85,12 @@ def predict(row: dict) -> dict:
     return {**row, **out}
 
 
+def _with_pair(row: dict, speedup: float | None) -> dict:
+    if speedup is None:
+        return {**row, "paired_attn_speedup": "", "paired_error": ""}
+    return {**row, "paired_attn_speedup": speedup, "paired_error": row["predicted_attn_speedup"] - speedup}
+
+
 def summary(rows: list[dict], unstable: int) -> str:
     if not rows:
         return "no measured shape to compare"
@@ -81,7 +100,19 @@ def summary(rows: list[dict], unstable: int) -> str:
     return (f"{len(rows)} shapes ({unstable} left out: unstable measurement). VFA/FA2 speedup, predicted - measured: "
             f"with the pre-pass mean {err.mean():+.3f}, mean |.| {np.abs(err).mean():.3f}, worst {err[np.abs(err).argmax()]:+.3f}; "
             f"attention kernel alone mean {attn.mean():+.3f}, mean |.| {np.abs(attn).mean():.3f}, "
-            f"worst {attn[np.abs(attn).argmax()]:+.3f}; within 0.03 on {within} of {len(rows)}")
+            f"worst {attn[np.abs(attn).argmax()]:+.3f}; within 0.03 on {within} of {len(rows)}" + _against_pairs(rows))
+
+
+def _against_pairs(rows: list[dict]) -> str:
+    both = [r for r in rows if r["paired_attn_speedup"] != ""]
+    if not both:
+        return ""
+    err = np.array([r["paired_error"] for r in both])
+    moved = np.array([r["paired_attn_speedup"] - r["measured_attn_speedup"] for r in both])
+    return (f". Against the paired measurement ({len(both)} of these shapes; FA2 and VFA's kernel timed in "
+            f"alternation): mean {err.mean():+.3f}, mean |.| {np.abs(err).mean():.3f}, worst "
+            f"{err[np.abs(err).argmax()]:+.3f}, within 0.03 on {int(np.sum(np.abs(err) <= 0.03))} of {len(both)} "
+            f"(the two measurements differ by mean |.| {np.abs(moved).mean():.3f})")
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -93,7 +124,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows, unstable = pairs(ROOT / "validation" / args.campaign / "attention.csv")
     if args.max_shapes is not None and len(rows) > args.max_shapes:
         rows = [rows[i] for i in np.unique(np.linspace(0, len(rows) - 1, args.max_shapes).round().astype(int))]
-    got = [predict(r) for r in rows]
+    pairs_ = paired(ROOT / "validation" / PAIRED[args.campaign]) if args.campaign in PAIRED else {}
+    got = [_with_pair(predict(r), pairs_.get(tuple(r[k] for k in KEY))) for r in rows]
     write_table([{c: r[c] for c in COLUMNS} for r in got], COLUMNS, args.out / f"measured_{args.campaign}")
     print(summary(got, unstable))
     return got

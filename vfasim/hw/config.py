@@ -13,6 +13,9 @@ Assumptions:
 - A pipeline with ``shares_issue_with`` has no instruction stream of its own: its ops
   join the named pipeline's in-order stream, so ops of the two never run side by side
   (busy cycles are still counted per pipeline). ``issue_streams`` lists the streams.
+  With ``issue_share`` s < 1 such an op holds the shared stream for only s of its cycles
+  (its unit works the rest beside the stream's other ops), yet a tile's ops of the pipeline
+  take no less than their full cycles beside the tile's other ops on the stream (``sim.schedule``).
 - ``units`` instances serve a stream's ops in issue order (``units_by: issue``), or one
   instance per trace row modulo ``units`` (``units_by: row``: each tile stream keeps its own
   in-order queue on its own instance, as when every thread block's warps issue their own
@@ -58,6 +61,9 @@ class Pipeline(_Strict):
     shares_issue_with: str | None = Field(
         default=None, min_length=1, description="Another pipeline whose in-order instruction stream this one's ops "
                                                 "join (the two never run side by side); absent: a stream of its own")
+    issue_share: float = Field(
+        default=1.0, strict=True, gt=0.0, le=1.0,
+        description="With shares_issue_with: the share of each op's cycles it holds the shared stream (1: all)")
 
     @model_validator(mode="after")
     def _known_positive_rates(self) -> Pipeline:
@@ -144,6 +150,9 @@ class HardwareConfig(_Strict):
         for name, p in self.pipelines.items():
             other = p.shares_issue_with
             if other is None:
+                if p.issue_share != 1.0:
+                    raise ValueError(f"pipelines.{name}.issue_share applies only with shares_issue_with "
+                                     f"(it has its own stream)")
                 continue
             if other == name or other not in self.pipelines:
                 raise ValueError(f"pipelines.{name}.shares_issue_with must name another pipeline "

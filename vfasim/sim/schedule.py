@@ -44,33 +44,55 @@ def check_schedule(schedule: str) -> None:
 
 
 def op_cycles(trace: Trace, hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(pipeline index, -1 if fused; duration in cycles) of every op, priced by the op's own dtype."""
+    """(pipeline index, -1 if fused; cycles on its stream) of every op, priced by the op's own dtype.
+
+    An op of a pipeline with ``issue_share`` s < 1 holds its shared stream for start-up + ceil(s × body)
+    + overhead cycles, but no less than its full cycles less those of its tile's (row and step's) other
+    ops on that stream: streamed through the registers beside them, its unit still needs its full time.
+    """
     combo = trace.kind.astype(np.int64) * len(DTYPES) + trace.dtype
     present = np.flatnonzero(np.bincount(combo, minlength=len(KIND_NAMES) * len(DTYPES)))
-    table = np.zeros((len(KIND_NAMES) * len(DTYPES), 5))  # pipeline, rate, factor, startup, overhead
+    table = np.zeros((len(KIND_NAMES) * len(DTYPES), 6))  # pipeline, rate, factor, startup, overhead, share
     table[:, 0] = -1
     for code in present.tolist():
         table[code] = _price(hw, KIND_NAMES[code // len(DTYPES)], DTYPES[code % len(DTYPES)])
     pipe = table[combo, 0].astype(np.int16)
-    body = np.ceil(trace.work * table[combo, 2] / table[combo, 1])
-    cycles = table[combo, 3] + body + table[combo, 4]
+    fixed = table[combo, 3] + table[combo, 4]
+    body = trace.work * table[combo, 2] / table[combo, 1]
+    cycles = fixed + np.ceil(body)
+    share = table[combo, 5]
+    if np.any(share < 1.0):
+        cycles = _issue_shared(trace, hw, pipe, cycles, fixed + np.ceil(body * share), share < 1.0)
     if cycles.sum() >= 2**62:  # the schedule's sums would leave int64
         raise VfasimError(f"{hw.name}: this trace would take over 2^62 cycles; the rates are implausibly low")
     return pipe, cycles.astype(np.int64)
 
 
+def _issue_shared(trace: Trace, hw: HardwareConfig, pipe: np.ndarray, full: np.ndarray, held: np.ndarray,
+                  partial: np.ndarray) -> np.ndarray:
+    """Cycles with the partly issuing ops at max(held, full − their tile's other cycles on the same stream)."""
+    names = list(hw.pipelines)
+    group = np.full(len(names) + 1, -1)  # by pipeline index; the last entry stands for fused ops (-1)
+    for g, members in enumerate(hw.issue_streams()):
+        group[[names.index(n) for n in members]] = g
+    key = trace.tile_ids() * len(names) + group[pipe]
+    others = ~partial & (group[pipe] >= 0)
+    by_key = np.bincount(key[others], weights=full[others], minlength=int(key.max(initial=0)) + 1)
+    return np.where(partial, np.maximum(held, full - by_key[np.maximum(key, 0)]), full)
+
+
 def _price(hw: HardwareConfig, kind: str, dtype: str) -> tuple[float, ...]:
-    """(pipeline index, rate, work factor, startup, overhead) of ``kind`` ops in ``dtype``."""
+    """(pipeline index, rate, work factor, startup, overhead, issue share) of ``kind`` ops in ``dtype``."""
     name = hw.op_map[kind]
     if name == FUSED:
-        return (-1, 1.0, 0.0, 0.0, 0.0)
+        return (-1, 1.0, 0.0, 0.0, 0.0, 1.0)
     p = hw.pipelines[name]
     key = "bytes" if OP_KINDS[kind][1] == "bytes" else dtype
     if key not in p.throughput:
         raise VfasimError(f"{kind} ops in {dtype} have no rate on pipeline {name!r} of {hw.name} "
                           f"(it has rates for {', '.join(p.throughput)})")
     return (list(hw.pipelines).index(name), p.throughput[key], hw.work_factor.get(kind, 1.0),
-            p.startup_cycles, p.issue_overhead_cycles)
+            p.startup_cycles, p.issue_overhead_cycles, p.issue_share)
 
 
 def issue_order(trace: Trace, hw: HardwareConfig, schedule: str) -> np.ndarray:
