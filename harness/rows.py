@@ -178,7 +178,10 @@ PAIRS = Schema(
      "ratio_spread_pct": _real_nonneg, "reps": _int_pos},
 )
 
-SCHEMAS: dict[str, Schema] = {s.name: s for s in (ATTENTION, MICRO, NUMERICS, CHECKS, SKIPPED, PROFILE, PAIRS)}
+#: the same pairs at a fixed number of query blocks (1, one per SM, two per SM) and a growing K/V length
+CHAIN = Schema("chain", PAIRS.columns, PAIRS.checks)
+
+SCHEMAS: dict[str, Schema] = {s.name: s for s in (ATTENTION, MICRO, NUMERICS, CHECKS, SKIPPED, PROFILE, PAIRS, CHAIN)}
 
 #: keys every sidecar holds (the provenance of the table next to it)
 PROVENANCE_KEYS = ("table", "gpu", "sm_count", "l2_bytes", "clocks", "clocks_locked", "driver", "cuda",

@@ -24,7 +24,7 @@ import torch
 from harness import attention as A
 from harness import kernels
 from harness.bench import Budget, ClockSampler, Timer, provenance, time_pair
-from harness.rows import ATTENTION, CHECKS, MICRO, NUMERICS, PAIRS, PROFILE, SKIPPED, Table, chip_name, write_sidecar
+from harness.rows import ATTENTION, CHAIN, CHECKS, MICRO, NUMERICS, PAIRS, PROFILE, SKIPPED, Table, chip_name, write_sidecar
 from harness.worker import format_configs, parse_configs
 
 CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
@@ -32,7 +32,7 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
               256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]}
 
 
-PHASES = ("checks", "micro", "issue", "latency", "profile", "floor", "units", "pairs", "fa3", "decode", "numerics", "prefill")
+PHASES = ("checks", "micro", "issue", "latency", "profile", "floor", "units", "pairs", "chain", "fa3", "decode", "numerics", "prefill")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated; also 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
                          "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
                          "without its softmax on the FA3-regime grid), 'units' (Triton FA2 at a fixed CTA count, growing K/V), "
-                         "'pairs' (Triton FA2 and VFA's kernel timed in alternation on the FA3-regime grid, pairs.csv) and "
+                         "'pairs' (Triton FA2 and VFA's kernel timed in alternation on the FA3-regime grid, pairs.csv), 'chain' "
+                         "(the same pairs with 1 CTA, one per SM and two per SM at a growing K/V length, chain.csv) and "
                          "'profile' (the CUDA kernels of a few SDPA calls, profile.csv)")
     a = ap.parse_args(argv[1:])
     phases = set(a.phases.split(","))
@@ -98,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         tables["profile"] = Table(os.path.join(out, "profile.csv"), PROFILE)
     if "pairs" in phases:
         tables["pairs"] = Table(os.path.join(out, "pairs.csv"), PAIRS)
+    if "chain" in phases:
+        tables["chain"] = Table(os.path.join(out, "chain.csv"), CHAIN)
     notes = table_notes()
 
     def sidecars(finished: bool) -> None:
@@ -191,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         if "pairs" in phases:
             grid = A.fa3_regime((64, 128), (512, 4096)) if a.quick else A.fa3_regime()
             runner.run_pairs(grid, ("fp16", "bf16", "fp8_e4m3"))
+        if "chain" in phases:
+            grid = A.chain_grid(sms, (128,), (2048,)) if a.quick else A.chain_grid(sms)
+            runner.run_pairs(grid, ("fp16", "fp8_e4m3"), table="chain")
         if "decode" in phases:
             grid = A.decode_grid()[:6] if a.quick else A.decode_grid()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16",), reserve_s=150)
@@ -293,19 +299,19 @@ class CaseRunner:
             self.log(f"floor B{case.batch} H{case.heads} n{case.seq_k} d{case.head_dim} "
                      f"{'causal' if case.causal else 'full'}: " + " ".join(parts))
 
-    def run_pairs(self, grid, dtypes) -> None:
+    def run_pairs(self, grid, dtypes, table: str = "pairs") -> None:
         """Per shape and format, the Triton FA2 kernel and VFA's attention kernel timed in alternation (``time_pair``):
         the speedup of VFA's kernel measured within each rep, so that clock drift between the two cancels."""
         for case in grid:
             if self.budget.left() < 20:
-                self.skip(case, "triton_vfa_attn", dtypes[0], "over the run's budget", table="pairs")
+                self.skip(case, "triton_vfa_attn", dtypes[0], "over the run's budget", table=table)
                 continue
             inp, parts = A.Inputs(case, seed=hash(case.key()) & 0xFFFF), []
             for dt in dtypes:
                 q, k, v = inp.get(dt)
                 calls = {**A.triton_calls("fa2", q, k, v, case.causal), **A.triton_calls("vfa", q, k, v, case.causal)}
                 t = time_pair(self.timer, calls["triton_fa2"], calls["triton_vfa_attn"])
-                self.tables["pairs"].add({
+                self.tables[table].add({
                     "chip": self.chip, "kernel_a": "triton_fa2", "kernel_b": "triton_vfa_attn", "dtype": dt,
                     "head_dim": case.head_dim, "causal": case.causal, "seq_len": case.seq_k, "batch": case.batch,
                     "heads": case.heads, "kv_heads": case.kv_heads, "seq_len_q": case.seq_q, "mode": case.mode,
@@ -313,8 +319,8 @@ class CaseRunner:
                     "ratio_spread_pct": round(t.ratio_spread_pct, 2), "reps": t.a.reps})
                 parts.append(f"{dt}={t.ratio:.3f}")
                 inp.drop(dt)
-            self.tables["pairs"].flush()
-            self.log(f"pairs B{case.batch} H{case.heads} n{case.seq_k} d{case.head_dim} "
+            self.tables[table].flush()
+            self.log(f"{table} B{case.batch} H{case.heads} n{case.seq_k} d{case.head_dim} "
                      f"{'causal' if case.causal else 'full'}: fa2/vfa_attn " + " ".join(parts))
 
     def run_case(self, case: A.Case, sdpa_dtypes, triton_dtypes) -> None:
@@ -494,6 +500,9 @@ def table_notes() -> dict:
                            "of each, order swapped every rep, L2 flushed before every call); a_us and b_us are each "
                            "one's median, ratio the median over reps of a's time / b's time in that rep, its spread "
                            "(p80 - p20) / median in %"},
+        "chain": {"about": "the pairs measurement (see pairs) at one query block of 128 rows per CTA, every CTA on one "
+                           "K/V head: 1 CTA on the GPU, one per SM and two per SM (harness/attention.py chain_grid), "
+                           "K/V lengths 2048 and 16384"},
     }
 
 

@@ -204,6 +204,15 @@ def test_the_paired_tables_cover_the_fa3_regime_grid_with_both_kernels(table):
     assert "finished: true" in path.with_suffix(".yaml").read_text()
 
 
+def test_the_chain_table_has_every_cta_count_and_length():
+    path = ROOT / "validation" / "chain_h100_2026_11" / "chain.csv"
+    assert R.check_table_file(path, R.CHAIN) == 36
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["heads"], r["seq_len"], r["seq_len_q"], r["kv_heads"]) for r in rows} == {
+        (h, n, "128", "1") for h in ("1", "132", "264") for n in ("2048", "16384")}
+
+
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_the_floor_table_passes_the_attention_schema_and_covers_its_grid(gpu):
     """validation/floor_<gpu>_2026_11: FA2, VFA's kernel and the no-softmax loop for every shape and format."""
