@@ -98,6 +98,16 @@ def test_softmax_share_pairs_the_three_measured_loops_with_the_model(tmp_path):
     assert (tmp_path / "softmax_share.md").read_text().startswith("| chip | dtype |")
 
 
+def test_chain_compares_the_tile_with_one_and_two_ctas_per_sm(tmp_path):
+    study = _script("real_chips", "chain")
+    groups = study.measured()
+    assert {c for _, _, c in groups} == {132, 264} and len(groups) == 12  # 3 head dims x 2 formats x 2 CTA counts
+    rows = groups[(64, "fp16", 132)]
+    r = study.compare(64, "fp16", 132, rows, 132)
+    assert r["fa2_ns"] == study.per_block_ns({n: float(x["a_us"]) for n, x in rows.items()}, 64)  # measured only
+    assert r["fa2_error"] == (r["model_fa2_ns"] - r["fa2_ns"]) / r["fa2_ns"] and r["model_fa2_ns"] > 0
+
+
 def test_unit_cost_splits_measured_and_modelled_time_into_tiles_and_ctas():
     study = _script("real_chips", "unit_cost")
     groups = study.measured()
