@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                          "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
                          "without its softmax on the FA3-regime grid), 'units' (Triton FA2 at a fixed CTA count, growing K/V), "
                          "'pairs' (Triton FA2 and VFA's kernel timed in alternation on the FA3-regime grid, pairs.csv), 'chain' "
-                         "(the same pairs with 1 CTA, one per SM and two per SM at a growing K/V length, chain.csv) and "
+                         "(FA2 against VFA's kernel and against its loop without the softmax, with 1 CTA, one per SM and two per "
+                         "SM at a growing K/V length, chain.csv) and "
                          "'profile' (the CUDA kernels of a few SDPA calls, profile.csv)")
     a = ap.parse_args(argv[1:])
     phases = set(a.phases.split(","))
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             runner.run_pairs(grid, ("fp16", "bf16", "fp8_e4m3"))
         if "chain" in phases:
             grid = A.chain_grid(sms, (128,), (2048,)) if a.quick else A.chain_grid(sms)
-            runner.run_pairs(grid, ("fp16", "fp8_e4m3"), table="chain")
+            runner.run_pairs(grid, ("fp16", "fp8_e4m3"), table="chain", against=("triton_vfa_attn", "triton_dots"))
         if "decode" in phases:
             grid = A.decode_grid()[:6] if a.quick else A.decode_grid()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16",), reserve_s=150)
@@ -299,29 +300,33 @@ class CaseRunner:
             self.log(f"floor B{case.batch} H{case.heads} n{case.seq_k} d{case.head_dim} "
                      f"{'causal' if case.causal else 'full'}: " + " ".join(parts))
 
-    def run_pairs(self, grid, dtypes, table: str = "pairs") -> None:
-        """Per shape and format, the Triton FA2 kernel and VFA's attention kernel timed in alternation (``time_pair``):
-        the speedup of VFA's kernel measured within each rep, so that clock drift between the two cancels."""
+    def run_pairs(self, grid, dtypes, table: str = "pairs", against=("triton_vfa_attn",)) -> None:
+        """Per shape and format, the Triton FA2 kernel timed in alternation (``time_pair``) with each kernel of
+        ``against`` (VFA's attention kernel; ``triton_dots``: the same loop without its softmax): their ratio measured
+        within each rep, so that clock drift between the two cancels."""
         for case in grid:
             if self.budget.left() < 20:
-                self.skip(case, "triton_vfa_attn", dtypes[0], "over the run's budget", table=table)
+                self.skip(case, against[0], dtypes[0], "over the run's budget", table=table)
                 continue
             inp, parts = A.Inputs(case, seed=hash(case.key()) & 0xFFFF), []
             for dt in dtypes:
                 q, k, v = inp.get(dt)
-                calls = {**A.triton_calls("fa2", q, k, v, case.causal), **A.triton_calls("vfa", q, k, v, case.causal)}
-                t = time_pair(self.timer, calls["triton_fa2"], calls["triton_vfa_attn"])
-                self.tables[table].add({
-                    "chip": self.chip, "kernel_a": "triton_fa2", "kernel_b": "triton_vfa_attn", "dtype": dt,
-                    "head_dim": case.head_dim, "causal": case.causal, "seq_len": case.seq_k, "batch": case.batch,
-                    "heads": case.heads, "kv_heads": case.kv_heads, "seq_len_q": case.seq_q, "mode": case.mode,
-                    "a_us": round(t.a.median_us, 3), "b_us": round(t.b.median_us, 3), "ratio": round(t.ratio, 5),
-                    "ratio_spread_pct": round(t.ratio_spread_pct, 2), "reps": t.a.reps})
-                parts.append(f"{dt}={t.ratio:.3f}")
+                out = torch.empty(q.shape, dtype=torch.bfloat16 if dt == "fp8_e4m3" else q.dtype, device=q.device)
+                calls = {**A.triton_calls("fa2", q, k, v, case.causal), **A.triton_calls("vfa", q, k, v, case.causal),
+                         "triton_dots": lambda: kernels.attention(q, k, v, case.causal, "dots", out=out)}
+                for other in against:
+                    t = time_pair(self.timer, calls["triton_fa2"], calls[other])
+                    self.tables[table].add({
+                        "chip": self.chip, "kernel_a": "triton_fa2", "kernel_b": other, "dtype": dt,
+                        "head_dim": case.head_dim, "causal": case.causal, "seq_len": case.seq_k, "batch": case.batch,
+                        "heads": case.heads, "kv_heads": case.kv_heads, "seq_len_q": case.seq_q, "mode": case.mode,
+                        "a_us": round(t.a.median_us, 3), "b_us": round(t.b.median_us, 3), "ratio": round(t.ratio, 5),
+                        "ratio_spread_pct": round(t.ratio_spread_pct, 2), "reps": t.a.reps})
+                    parts.append(f"{other.removeprefix('triton_')}/{dt}={t.ratio:.3f}")
                 inp.drop(dt)
             self.tables[table].flush()
             self.log(f"{table} B{case.batch} H{case.heads} n{case.seq_k} d{case.head_dim} "
-                     f"{'causal' if case.causal else 'full'}: fa2/vfa_attn " + " ".join(parts))
+                     f"{'causal' if case.causal else 'full'}: fa2 over " + " ".join(parts))
 
     def run_case(self, case: A.Case, sdpa_dtypes, triton_dtypes) -> None:
         t0 = time.time()
@@ -500,7 +505,8 @@ def table_notes() -> dict:
                            "of each, order swapped every rep, L2 flushed before every call); a_us and b_us are each "
                            "one's median, ratio the median over reps of a's time / b's time in that rep, its spread "
                            "(p80 - p20) / median in %"},
-        "chain": {"about": "the pairs measurement (see pairs) at one query block of 128 rows per CTA, every CTA on one "
+        "chain": {"about": "the pairs measurement (see pairs), FA2 against VFA's kernel and against triton_dots (the same "
+                           "loop with its softmax removed), at one query block of 128 rows per CTA, every CTA on one "
                            "K/V head: 1 CTA on the GPU, one per SM and two per SM (harness/attention.py chain_grid), "
                            "K/V lengths 2048 and 16384"},
     }

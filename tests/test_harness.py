@@ -206,11 +206,12 @@ def test_the_paired_tables_cover_the_fa3_regime_grid_with_both_kernels(table):
 
 def test_the_chain_table_has_every_cta_count_and_length():
     path = ROOT / "validation" / "chain_h100_2026_11" / "chain.csv"
-    assert R.check_table_file(path, R.CHAIN) == 36
+    assert R.check_table_file(path, R.CHAIN) == 72
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
-    assert {(r["heads"], r["seq_len"], r["seq_len_q"], r["kv_heads"]) for r in rows} == {
-        (h, n, "128", "1") for h in ("1", "132", "264") for n in ("2048", "16384")}
+    assert {(r["heads"], r["seq_len"], r["seq_len_q"], r["kv_heads"], r["kernel_b"]) for r in rows} == {
+        (h, n, "128", "1", k) for h in ("1", "132", "264") for n in ("2048", "16384")
+        for k in ("triton_vfa_attn", "triton_dots")}
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])

@@ -2,12 +2,13 @@
 
 Usage: python experiments/real_chips/chain.py [--table validation/chain_h100_2026_11/chain.csv] [--out DIR]
 
-Reads the harness's ``chain`` table: the Triton FA2 kernel and VFA's attention kernel timed in alternation with one
-128-row query block per CTA, one CTA per SM (132) and two per SM (264), at K/V lengths 2048 and 16384. The time of
+Reads the harness's ``chain`` table: the Triton FA2 kernel timed in alternation with VFA's attention kernel and with
+the same loop without its softmax (``triton_dots``), with one 128-row query block per CTA, one CTA per SM (132) and two per SM (264), at K/V lengths 2048 and 16384. The time of
 one more key block in every CTA is the difference over the key blocks between the two lengths. The model runs
 shapes with the same CTAs per SM on the table's chip with the ``triton`` kernel (numerics off): seq_len 4224 and
 16896 (33 and 132 key blocks of 128, or 66 and 264 of 64), with as many heads as give 132 or 264 CTAs, and takes the
-same difference. At head dims 128 and 256 two CTAs do not fit on an SM, so 264 CTAs are two waves in both.
+same difference; its no-softmax loop is FA2 with the softmax's ops fused away (as ``softmax_share.py`` does). The
+softmax's exposed time is FA2's less the no-softmax loop's. At head dims 128 and 256 two CTAs do not fit on an SM, so 264 CTAs are two waves in both.
 Writes DIR/chain[_<chip>].csv and .md (default DIR: experiments/real_chips/out).
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from vfasim import run
 from vfasim.formats import MATMUL_FORMATS, format_class
+from vfasim.hw import load_hw
 from vfasim.kernel import load_kernel
 from vfasim.report.tables import write_table
 from vfasim.validate import CHIPS, FORMATS
@@ -27,16 +29,19 @@ HERE = Path(__file__).resolve().parent
 TABLE = HERE.parents[1] / "validation" / "chain_h100_2026_11" / "chain.csv"
 MODEL_SEQS = (4224, 16896)  # 33 x 128 and 132 x 128: 132 CTAs at 4 heads and at 1
 COLUMNS = ("head_dim", "dtype", "ctas", "fa2_ns", "model_fa2_ns", "fa2_error", "vfa_ns", "model_vfa_ns",
-           "speedup", "model_speedup")
+           "speedup", "model_speedup", "softmax_ns", "model_softmax_ns", "vfa_removes_ns", "model_vfa_removes_ns")
+SOFTMAX = ("rowmax", "running_max", "rescale_factor", "sub", "exp", "rowsum", "accumulate_l", "rescale_o")
 
 
-def measured(table: Path = TABLE) -> dict[tuple[int, str, int], dict[int, dict]]:
-    """Rows per (head dim, format, CTAs), by K/V length; the 1-CTA rows are left out (a lone CTA, not a full SM)."""
-    out: dict[tuple[int, str, int], dict[int, dict]] = {}
+def measured(table: Path = TABLE) -> dict[tuple[int, str, int], dict[str, dict[int, dict]]]:
+    """Rows per (head dim, format, CTAs), by the kernel set against FA2, by K/V length; the 1-CTA rows are left out (a
+    lone CTA, not a full SM)."""
+    out: dict[tuple[int, str, int], dict[str, dict[int, dict]]] = {}
     with table.open() as f:
         for r in csv.DictReader(f):
             if int(r["heads"]) > 1:
-                out.setdefault((int(r["head_dim"]), r["dtype"], int(r["heads"])), {})[int(r["seq_len"])] = r
+                key = (int(r["head_dim"]), r["dtype"], int(r["heads"]))
+                out.setdefault(key, {}).setdefault(r["kernel_b"], {})[int(r["seq_len"])] = r
     return out
 
 
@@ -45,23 +50,30 @@ def per_block_ns(t_us: dict[int, float], block_k: int) -> float:
     return (tb - ta) / ((b - a) / block_k) * 1e3
 
 
-def compare(head_dim: int, dtype: str, ctas: int, rows: dict[int, dict], sms: int) -> dict:
+def compare(head_dim: int, dtype: str, ctas: int, rows: dict[str, dict[int, dict]], sms: int) -> dict:
     kernel = load_kernel("triton")
     block_k = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False).block_k
-    chip = CHIPS[next(iter(rows.values()))["chip"]]
-    fa2 = per_block_ns({n: float(r["a_us"]) for n, r in rows.items()}, block_k)
-    vfa = per_block_ns({n: float(r["b_us"]) for n, r in rows.items()}, block_k)
+    vfa_rows, dots_rows = rows["triton_vfa_attn"], rows["triton_dots"]
+    chip = CHIPS[next(iter(vfa_rows.values()))["chip"]]
+    fa2 = per_block_ns({n: float(r["a_us"]) for n, r in vfa_rows.items()}, block_k)
+    vfa = per_block_ns({n: float(r["b_us"]) for n, r in vfa_rows.items()}, block_k)
+    fa2_again = per_block_ns({n: float(r["a_us"]) for n, r in dots_rows.items()}, block_k)
+    dots = per_block_ns({n: float(r["b_us"]) for n, r in dots_rows.items()}, block_k)
+    hw = load_hw(chip)
+    no_softmax = hw.model_copy(update={"op_map": {**hw.op_map, **dict.fromkeys(SOFTMAX, "fused")}})
     model = {}
-    for algo in ("fa2", "vfa"):
+    for name, cfg, algo in (("fa2", hw, "fa2"), ("vfa", hw, "vfa"), ("dots", no_softmax, "fa2")):
         lat = {}
         for n in MODEL_SEQS:
-            res = run(chip, algo, seq_len=n, head_dim=head_dim, heads=ctas // sms * MODEL_SEQS[-1] // n, causal=False,
+            res = run(cfg, algo, seq_len=n, head_dim=head_dim, heads=ctas // sms * MODEL_SEQS[-1] // n, causal=False,
                       kernel=kernel, matmul_format=FORMATS[dtype], numerics_heads=0)
             lat[n] = res.latency_us - float(res.chip["prepass_us"])  # type: ignore[arg-type]
-        model[algo] = per_block_ns(lat, block_k)
+        model[name] = per_block_ns(lat, block_k)
     return {"head_dim": head_dim, "dtype": dtype, "ctas": ctas, "fa2_ns": fa2, "model_fa2_ns": model["fa2"],
             "fa2_error": (model["fa2"] - fa2) / fa2, "vfa_ns": vfa, "model_vfa_ns": model["vfa"],
-            "speedup": fa2 / vfa, "model_speedup": model["fa2"] / model["vfa"]}
+            "speedup": fa2 / vfa, "model_speedup": model["fa2"] / model["vfa"],
+            "softmax_ns": fa2_again - dots, "model_softmax_ns": model["fa2"] - model["dots"],
+            "vfa_removes_ns": fa2 - vfa, "model_vfa_removes_ns": model["fa2"] - model["vfa"]}
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -72,12 +84,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     groups = measured(args.table)
     sms = min(c for _, _, c in groups)
     got = [compare(d, dt, c, rows, sms) for (d, dt, c), rows in sorted(groups.items())]
-    chip = CHIPS[next(iter(next(iter(groups.values())).values()))["chip"]]
+    chip = CHIPS[next(iter(next(iter(groups.values()))["triton_dots"].values()))["chip"]]
     write_table(got, COLUMNS, args.out / ("chain" if chip == "H100-SXM" else f"chain_{chip.lower()}"))
     for r in got:
         print(f"d{r['head_dim']} {r['dtype']:<9} {r['ctas']} CTAs: FA2 per key block {r['fa2_ns']:.0f} ns, model "
               f"{r['model_fa2_ns']:.0f} ({r['fa2_error']:+.0%}); VFA's kernel {r['vfa_ns']:.0f} ns, model "
-              f"{r['model_vfa_ns']:.0f}; speedup {r['speedup']:.3f}, model {r['model_speedup']:.3f}")
+              f"{r['model_vfa_ns']:.0f}; speedup {r['speedup']:.3f}, model {r['model_speedup']:.3f}; softmax exposed "
+              f"{r['softmax_ns']:.0f} ns, model {r['model_softmax_ns']:.0f}; VFA removes {r['vfa_removes_ns']:.0f} ns, "
+              f"model {r['model_vfa_removes_ns']:.0f}")
     return got
 
 
