@@ -171,6 +171,16 @@ def test_main_tiles_at_one_split_need_a_rule_that_can_leave_one_split():
         Kernel.model_validate(doc)
 
 
+def test_a_table_kernel_is_measured_as_or_predicted_never_both():
+    doc = yaml.safe_load((KERNELS / "triton.yaml").read_text())
+    doc["predicts"] = ["triton_fa2"]
+    with pytest.raises(ValueError, match="table kernel 'triton_fa2' is in both measured_as and predicts"):
+        Kernel.model_validate(doc)
+    from vfasim.validate import kernel_for
+
+    assert kernel_for("triton").name == "triton" and kernel_for("cudnn").name == "cudnn"
+
+
 def test_the_prepass_is_priced_by_its_counted_instructions_and_issue_rate():
     """VFA's key-summary launch: counted warp instructions per element at the measured issue rate, on the cores its
     programs occupy; twice the instructions cost about twice the compute; a rate needs a prepass to price."""

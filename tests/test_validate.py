@@ -65,7 +65,8 @@ def test_rows_without_a_kernel_description_are_counted_not_dropped(doc):
     for r in rows:
         if not modelled(r):
             expect[(r.chip, r.kernel, why_not(r))] = expect.get((r.chip, r.kernel, why_not(r)), 0) + 1
-    assert counted == expect and ("H100-SXM5-80GB", "cudnn", "no kernel description") in counted
+    assert counted == expect and ("H100-SXM5-80GB", "sdpa_efficient", "no kernel description") in counted
+    assert any(k[1] == "cudnn" and "has no tile for head dim" in k[2] for k in counted)  # the paper's fp8 cuDNN rows
     assert sum(g["rows_fit"] + g["rows_heldout"] for g in doc["groups"]) + sum(counted.values()) == len(rows)
 
 
@@ -85,11 +86,17 @@ def test_the_report_says_how_many_of_each_groups_rows_it_compared(doc):
     assert f"{len(kept)} of {sum(totals.values())} modelled rows" in line
 
 
-def test_unverified_transcriptions_are_never_fit_rows():
+def test_unverified_transcriptions_and_predicted_only_kernels_are_never_fit_rows():
+    from vfasim.kernel import kernels_predicted_only
+
     rows = load_rows()
     fp8 = [r for r in rows if r.table in UNVERIFIED_TABLES]
     assert fp8 and not any(r.fit for r in fp8)
-    assert all(r.fit == (r.seq_len in FIT_SEQ_LENS) for r in rows if r.table not in UNVERIFIED_TABLES)
+    other = [r for r in rows if r.kernel in kernels_predicted_only()]  # the paper's Triton and cuDNN rows
+    assert {"triton", "cudnn"} <= {r.kernel for r in other} and not any(r.fit for r in other)
+    assert any(r.seq_len in FIT_SEQ_LENS and r.table not in UNVERIFIED_TABLES for r in other)  # held out by kernel
+    assert all(r.fit == (r.seq_len in FIT_SEQ_LENS) for r in rows
+               if r.table not in UNVERIFIED_TABLES and r.kernel not in kernels_predicted_only())
 
 
 def test_a_planted_wrong_config_makes_the_error_grow():

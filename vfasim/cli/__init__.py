@@ -124,8 +124,8 @@ def _validate(args: argparse.Namespace) -> str:
         check_folder_target(args.out, SCATTER_FILES, "--out folder")
     kernels = tuple(load_kernel(k) for k in args.kernel)
     for k in kernels:
-        if not k.measured_as:
-            raise VfasimError(f"kernel {k.name} claims no table kernel (its measured_as is empty): "
+        if not k.measured_as and not k.predicts:
+            raise VfasimError(f"kernel {k.name} claims no table kernel (its measured_as and predicts are empty): "
                               "nothing to validate it on")
     jobs = args.jobs or os.cpu_count() or 1
     if args.fit:

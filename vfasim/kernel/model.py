@@ -179,7 +179,10 @@ class Kernel(_Strict):
     targets: list[str] = Field(min_length=1, description="Built-in chip names it runs on, or '*' for any; a "
                                "config of one's own (not a built-in name) may run any kernel")
     measured_as: list[str] = Field(default_factory=list, description="Kernel names of validation tables whose "
-                                   "rows this description predicts")
+                                   "rows this description predicts (and a kernel tuning may be fitted on)")
+    predicts: list[str] = Field(default_factory=list, description="Kernel names of validation tables of other "
+                                "implementations of the same structure: their rows are predicted with this "
+                                "description and held out always, never fitted on")
     tiles: list[TileRule] = Field(min_length=1, description="Tile table, first match wins")
     head_dims: list[int] = Field(default_factory=list, description="Head dims the kernel is compiled for, ascending: "
                                  "a run's head dim computes at the next one up (zero-padded columns in its MMAs and "
@@ -239,6 +242,9 @@ class Kernel(_Strict):
         if self.mma == "shared" and self.operands_from_shared:
             raise ValueError("operands_from_shared needs mma: per_stream (warp-group MMAs read shared memory "
                              "themselves)")
+        both = sorted(set(self.measured_as) & set(self.predicts))
+        if both:
+            raise ValueError(f"table kernel {both[0]!r} is in both measured_as and predicts: name it in one")
         return self
 
     def tile(self, head_dim: int, fmt: FormatClass, causal: bool, decode: bool = False) -> TileRule:

@@ -68,9 +68,18 @@ def _source(name_or_path: str) -> tuple[str, str]:
 
 @functools.cache
 def kernels_measured_as() -> dict[str, str]:
-    """Validation-table kernel name -> the shipped kernel that predicts its rows."""
+    """Validation-table kernel name -> the shipped kernel that predicts its rows (``measured_as``, then ``predicts``)."""
     out: dict[str, str] = {}
     for name in builtin_kernel_names():
-        for table_name in load_kernel(name).measured_as:
+        kernel = load_kernel(name)
+        for table_name in (*kernel.measured_as, *kernel.predicts):
+            if table_name in out:
+                raise VfasimError(f"kernels {out[table_name]} and {name} both claim table kernel {table_name!r}")
             out[table_name] = name
     return out
+
+
+@functools.cache
+def kernels_predicted_only() -> frozenset[str]:
+    """Validation-table kernel names a shipped kernel predicts without having been built or fitted on them."""
+    return frozenset(t for name in builtin_kernel_names() for t in load_kernel(name).predicts)

@@ -32,10 +32,10 @@ from importlib import resources
 import numpy as np
 
 from vfasim.errors import VfasimError
-from vfasim.formats import MATMUL_FORMATS, TABLE_NAMES
+from vfasim.formats import MATMUL_FORMATS, TABLE_NAMES, format_class
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import variant
-from vfasim.kernel import Kernel, kernels_measured_as, load_kernel
+from vfasim.kernel import Kernel, kernels_measured_as, kernels_predicted_only, load_kernel
 
 #: table chip name -> built-in config
 CHIPS = {"H100-SXM5-80GB": "H100-SXM", "H100": "H100-SXM", "H200": "H200", "B200": "B200",
@@ -66,7 +66,7 @@ SHORT_KV = 4096  # decode rows below this K/V length form the "short KV" regime
 def kernel_for(row_kernel: str, overrides: tuple[Kernel, ...] = ()) -> Kernel | None:
     """The kernel description that predicts a table's kernel: an override that claims it, else a shipped one."""
     for k in overrides:
-        if row_kernel in k.measured_as:
+        if row_kernel in k.measured_as or row_kernel in k.predicts:
             return k
     name = kernels_measured_as().get(row_kernel)
     return load_kernel(name) if name is not None else None
@@ -104,7 +104,8 @@ class Row:
 
     @property
     def heldout_always(self) -> bool:
-        return self.table in UNVERIFIED_TABLES
+        """A transcribed table, or a kernel the descriptions only predict (``predicts``): never a fit row."""
+        return self.table in UNVERIFIED_TABLES or self.kernel in kernels_predicted_only()
 
     @property
     def fit(self) -> bool:
@@ -137,10 +138,16 @@ def why_not(row: Row) -> str:
     """Why the model does not run a row ('' when it does)."""
     if row.chip not in CHIPS:
         return "no built-in chip"
-    if kernel_for(row.kernel) is None:
+    kernel = kernel_for(row.kernel)
+    if kernel is None:
         return "no kernel description"
     if row.dtype not in FORMATS:
         return "unknown format"
+    try:
+        kernel.tile(kernel.compute_head_dim(row.head_dim), format_class(MATMUL_FORMATS[FORMATS[row.dtype]]),
+                    row.causal, row.decode)
+    except ValueError as exc:
+        return str(exc)
     if row.spread_pct is not None and row.spread_pct > UNSTABLE_SPREAD_PCT:
         return f"unstable measurement (spread above {UNSTABLE_SPREAD_PCT:g}%)"
     return "" if row.decode or row.seq_len_q == row.seq_len else "prefill with fewer queries than keys"
