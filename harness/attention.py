@@ -215,6 +215,13 @@ def triton_calls(mode: str, q, k, v, causal: bool) -> dict[str, callable]:
     return calls
 
 
+def loop_calls(q, k, v, causal: bool) -> dict[str, callable]:
+    """FA2's and VFA's callables (``triton_calls``) and ``triton_dots``: the same loop with its softmax removed."""
+    out = torch.empty(q.shape, dtype=torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype, device=q.device)
+    return {**triton_calls("fa2", q, k, v, causal), **triton_calls("vfa", q, k, v, causal),
+            "triton_dots": lambda: kernels.attention(q, k, v, causal, "dots", out=out)}
+
+
 # ---- correctness checks ---------------------------------------------------------------------------------
 CHECK_PREFILL = (Case(1, 4, 4, 1000, 1000, 0, True, "check"), Case(2, 4, 1, 1000, 1000, 0, False, "check"),
                  Case(1, 2, 2, 257, 257, 0, True, "check"), Case(1, 8, 2, 512, 512, 0, False, "check"),

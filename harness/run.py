@@ -289,9 +289,7 @@ class CaseRunner:
             inp, parts = A.Inputs(case, seed=hash(case.key()) & 0xFFFF), []
             for dt in dtypes:
                 q, k, v = inp.get(dt)
-                out = torch.empty(q.shape, dtype=torch.bfloat16 if dt == "fp8_e4m3" else q.dtype, device=q.device)
-                calls = {**A.triton_calls("fa2", q, k, v, case.causal), **A.triton_calls("vfa", q, k, v, case.causal),
-                         "triton_dots": lambda: kernels.attention(q, k, v, case.causal, "dots", out=out)}
+                calls = A.loop_calls(q, k, v, case.causal)
                 for name in ("triton_fa2", "triton_vfa_attn", "triton_dots"):
                     t = self.timer.time(calls[name])
                     self.add(case, name, dt, t)
@@ -311,9 +309,7 @@ class CaseRunner:
             inp, parts = A.Inputs(case, seed=hash(case.key()) & 0xFFFF), []
             for dt in dtypes:
                 q, k, v = inp.get(dt)
-                out = torch.empty(q.shape, dtype=torch.bfloat16 if dt == "fp8_e4m3" else q.dtype, device=q.device)
-                calls = {**A.triton_calls("fa2", q, k, v, case.causal), **A.triton_calls("vfa", q, k, v, case.causal),
-                         "triton_dots": lambda: kernels.attention(q, k, v, case.causal, "dots", out=out)}
+                calls = A.loop_calls(q, k, v, case.causal)
                 for other in against:
                     t = time_pair(self.timer, calls["triton_fa2"], calls[other])
                     self.tables[table].add({
