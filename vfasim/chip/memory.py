@@ -18,18 +18,9 @@ Model:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from vfasim.chip.units import Launch
-
-
-@dataclass(frozen=True)
-class UnitBytes:
-    hbm: float  # bytes from/to HBM
-    l2_port: float  # bytes through the L2 port (everything)
-    l2_hits: float  # K/V bytes served by L2
 
 
 class L2Cache:
@@ -51,16 +42,20 @@ class L2Cache:
         self.places = np.arange(self.log.size)  # place i of the log is i (a view of it, not a new arange, per look-up)
         self.front = self.fill = 0
 
-    def access(self, keys: np.ndarray, sizes: np.ndarray) -> int:
-        """Look up (and make resident) every key, distinct, in order; return the bytes that hit."""
+    def access(self, keys: np.ndarray, sizes: np.ndarray, total: int | None = None) -> int:
+        """Look up (and make resident) every key, distinct, in order; return the bytes that hit (``total``: their
+        sum, if known)."""
         stamps = self.stamp[keys]
+        if keys.size and stamps.min() >= 0:  # all resident: nothing enters, nothing is evicted
+            self._append(keys)
+            return int(sizes.sum()) if total is None else total
         new = stamps < 0
         missed = sizes[new]
         miss = int(missed.sum())
         over = self.used + miss - self.capacity
         if over > 0:
             pos, freed = self._front_until(over, max(1024, 2 * keys.size))
-            if freed < over or np.any((stamps >= self.front) & (stamps < pos)):  # the unit evicts its own keys
+            if freed < over or np.where(new, self.fill, stamps).min() < pos:  # the unit evicts its own keys
                 return self._overflowing(keys, sizes, stamps)
             self._drop_front(pos, freed)
         if miss:
@@ -73,6 +68,13 @@ class L2Cache:
         """(place, bytes): the fewest least recently used keys, those before the place, that hold ``over``
         bytes; all of them (place ``fill``) where they hold less."""
         pos, freed = self.front, 0
+        log, stamp, size = self.log, self.stamp, self.size
+        for place in range(pos, min(pos + _SCAN, self.fill)):  # one by one first: most evictions are a few keys
+            if freed >= over:
+                break
+            key = log.item(place)
+            freed += size.item(key) if stamp.item(key) == place else 0
+            pos = place + 1
         while freed < over and pos < self.fill:
             window = self.log[pos:min(pos + chunk, self.fill)]
             sizes = np.where(self.stamp[window] == self.places[pos:pos + window.size], self.size[window], 0)
@@ -83,8 +85,14 @@ class L2Cache:
 
     def _drop_front(self, pos: int, freed: int) -> None:
         """Evict the keys live before place ``pos``, which hold ``freed`` bytes."""
-        window = self.log[self.front:pos]
-        self.stamp[window[self.stamp[window] == self.places[self.front:pos]]] = -1
+        if pos - self.front <= _SCAN:
+            for place in range(self.front, pos):
+                key = self.log.item(place)
+                if self.stamp.item(key) == place:
+                    self.stamp[key] = -1
+        else:
+            window = self.log[self.front:pos]
+            self.stamp[window[self.stamp[window] == self.places[self.front:pos]]] = -1
         self.used -= freed
         self.front = pos
 
@@ -147,6 +155,9 @@ class L2Cache:
         self.front, self.fill = 0, live.size
 
 
+_SCAN = 16  # log places looked at one by one (in Python) before whole windows (in NumPy)
+
+
 class UnitMemory:
     """Bytes of each unit of a launch, decided (for L2 residency) when the unit starts."""
 
@@ -158,14 +169,16 @@ class UnitMemory:
         self.first_key = (launch.kv_key * (2 * blocks)).tolist()  # per unit: its K/V head's first key
         self.kinds = launch.kind.tolist()
         self.totals = [(float(k.kv_bytes.sum()) + k.q_bytes + k.o_bytes) for k in launch.kinds]
+        self.kv_bytes = [(k.kv_bytes, int(k.kv_bytes.sum())) for k in launch.kinds]
 
-    def on_start(self, u: int) -> UnitBytes:
+    def on_start(self, u: int) -> tuple[float, float, float]:
+        """(HBM, L2 port, L2 hit) bytes of unit ``u``: from or to HBM, through the L2 port (everything), K/V
+        served by the L2."""
         if not self.has_hbm:
-            return UnitBytes(0.0, 0.0, 0.0)
+            return 0.0, 0.0, 0.0
         kind = self.kinds[u]
         total = self.totals[kind]
-        hits = 0.0
-        if self.cache is not None:
-            keys = self.tiles[kind] + self.first_key[u]
-            hits = float(self.cache.access(keys, self.launch.kinds[kind].kv_bytes))
-        return UnitBytes(total - hits, total if self.cache is not None else 0.0, hits)
+        if self.cache is None:
+            return total, 0.0, 0.0
+        hits = float(self.cache.access(self.tiles[kind] + self.first_key[u], *self.kv_bytes[kind]))
+        return total - hits, total, hits

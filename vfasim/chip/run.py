@@ -285,8 +285,7 @@ def _main_launch(launch: Launch, timer: UnitTimer, plan: _Plan, policy: str, geo
     latency = (chip.hbm.latency_cycles if chip.hbm is not None else 0) + plan.overhead
 
     def on_start(u: int) -> tuple[float, float, float, float]:
-        b = memory.on_start(u)
-        return latency, b.hbm, b.l2_port, b.l2_hits
+        return (latency, *memory.on_start(u))
 
     order = np.arange(launch.kind.size)
     if policy == "persistent" and geo.causal:
