@@ -53,6 +53,8 @@ class L2Cache:
         missed = sizes[new]
         miss = int(missed.sum())
         over = self.used + miss - self.capacity
+        if over > self.used:  # its misses alone overflow the L2
+            return self._overflowing(keys, sizes, stamps)
         if over > 0:
             pos, freed = self._front_until(over, max(1024, 2 * keys.size))
             if freed < over or np.where(new, self.fill, stamps).min() < pos:  # the unit evicts its own keys
@@ -107,6 +109,9 @@ class L2Cache:
         resident = stamps >= 0
         if np.any(np.diff(stamps[resident]) <= 0):
             return self._one_by_one(keys.tolist(), sizes.tolist())
+        if self.fill - self.front > 2 * keys.size:  # the log is mostly stale places: drop them (stamps move)
+            self._compact(0)
+            stamps = self.stamp[keys]
         window = self.log[self.front:self.fill]
         live = np.where(self.stamp[window] == self.places[self.front:self.fill], self.size[window], 0)
         recent = self.used - (np.cumsum(live) - live)[stamps[resident] - self.front]  # its bytes and newer keys'

@@ -200,15 +200,18 @@ SHORT_TILES = (8, 12)  # tiles kept in the two short simulations that measure th
 
 def _tile_steps(trace: Trace, ops: np.ndarray) -> np.ndarray:
     """Distinct steps of a stream's key tiles (its steps between prelude and epilogue), sorted."""
-    step = trace.step[ops]
-    return np.unique(step[(step > 0) & (step < step.max())])
+    step = _at(trace.step, ops)
+    tiles = step[(step > 0) & (step < step.max())]
+    if np.all(tiles[1:] >= tiles[:-1]):  # a row's ops go step by step: its distinct steps are where they change
+        return tiles[np.flatnonzero(tiles[1:] != tiles[:-1]).tolist() + [tiles.size - 1]] if tiles.size else tiles
+    return np.unique(tiles)
 
 
 def last_tiles(trace: Trace, streams: tuple[np.ndarray, ...], keep: int) -> tuple[np.ndarray, ...]:
     """Each stream with only its last ``keep`` key tiles, prelude and epilogue kept."""
     out = []
     for ops in streams:
-        step, tiles = trace.step[ops], _tile_steps(trace, ops)
+        step, tiles = _at(trace.step, ops), _tile_steps(trace, ops)
         cut = tiles[-keep - 1] if tiles.size > keep else 0
         out.append(ops[(step == 0) | (step == step.max()) | (step > cut)])
     return tuple(out)
@@ -242,24 +245,38 @@ class UnitTimer:
         self.trace, self.timing, self.kinds = trace, timing, kinds
         self._cycles: dict[tuple[int, int], int] = {}
         self._short_cycles: dict[tuple, int] = {}
+        self._long: dict[int, tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None] = {}
 
     def cycles(self, kind: int, streams: int) -> int:
         key = (kind, streams)
         if key not in self._cycles:
-            parts = self.kinds[kind].streams
-            n = tile_count(self.trace, parts)
-            if n <= LONG_TILES:
-                self._cycles[key] = self._simulate(parts, streams)
+            long = self._truncations(kind)
+            if long is None:
+                self._cycles[key] = self._simulate(self.kinds[kind].streams, streams)
             else:
-                a, b = (self._short(last_tiles(self.trace, parts, m), streams) for m in SHORT_TILES)
+                n, shorts = long
+                a, b = (self._short(parts, timing, streams) for parts, timing in shorts)
                 period = (b - a) / (SHORT_TILES[1] - SHORT_TILES[0])
                 self._cycles[key] = int(round(b + (n - SHORT_TILES[1]) * period))
         return self._cycles[key]
 
-    def _short(self, parts: tuple[np.ndarray, ...], streams: int) -> int:
-        """A truncated unit's cycles; truncations of equal structure (e.g. long causal units) share one run."""
+    def _truncations(self, kind: int) -> tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None:
+        """(key tiles, each of the ``SHORT_TILES`` truncations and its timing key) of a long unit kind, None for a
+        short one; once a kind."""
+        if kind not in self._long:
+            parts = self.kinds[kind].streams
+            n = tile_count(self.trace, parts)
+            self._long[kind] = None if n <= LONG_TILES else (n, [self._keyed(last_tiles(self.trace, parts, m))
+                                                                   for m in SHORT_TILES])
+        return self._long[kind]
+
+    def _keyed(self, parts: tuple[np.ndarray, ...]) -> tuple[tuple[np.ndarray, ...], tuple]:
         steps = np.unique(np.concatenate([self.trace.step[ops] for ops in parts]))
-        key = (tuple(_timing_key(self.trace, ops, steps) for ops in parts), streams)
+        return parts, tuple(_timing_key(self.trace, ops, steps) for ops in parts)
+
+    def _short(self, parts: tuple[np.ndarray, ...], timing: tuple, streams: int) -> int:
+        """A truncated unit's cycles; truncations of equal structure (e.g. long causal units) share one run."""
+        key = (timing, streams)
         if key not in self._short_cycles:
             self._short_cycles[key] = self._simulate(parts, streams)
         return self._short_cycles[key]
