@@ -140,7 +140,7 @@ class LazyLoop(EventLoop):
             if v == version[s]:
                 self._sync(s)
                 looked.append((s, left[s] / rate[s] if computing[s] else left[s]))
-        dt = min(until for _, until in looked)
+        dt = looked[0][1] if len(looked) == 1 else min(until for _, until in looked)
         if not math.isfinite(dt):
             raise RuntimeError("chip event loop stalled: no unit can progress")
         now = self.steps.append(dt)

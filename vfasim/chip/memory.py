@@ -56,7 +56,7 @@ class L2Cache:
         if over > self.used:  # its misses alone overflow the L2
             return self._overflowing(keys, sizes, stamps)
         if over > 0:
-            pos, freed = self._front_until(over, max(1024, 2 * keys.size))
+            pos, freed = self._front_until(over, int(sizes[0]))
             if freed < over or np.where(new, self.fill, stamps).min() < pos:  # the unit evicts its own keys
                 return self._overflowing(keys, sizes, stamps)
             self._drop_front(pos, freed)
@@ -66,9 +66,10 @@ class L2Cache:
         self._append(keys)
         return int(sizes.sum()) - miss
 
-    def _front_until(self, over: int, chunk: int) -> tuple[int, int]:
+    def _front_until(self, over: int, key_bytes: int) -> tuple[int, int]:
         """(place, bytes): the fewest least recently used keys, those before the place, that hold ``over``
-        bytes; all of them (place ``fill``) where they hold less."""
+        bytes; all of them (place ``fill``) where they hold less. ``key_bytes``: a key's usual size (windows of
+        the log start at a few times the keys that would hold ``over``, and double)."""
         pos, freed = self.front, 0
         log, stamp, size = self.log, self.stamp, self.size
         for place in range(pos, min(pos + _SCAN, self.fill)):  # one by one first: most evictions are a few keys
@@ -77,8 +78,10 @@ class L2Cache:
             key = log.item(place)
             freed += size.item(key) if stamp.item(key) == place else 0
             pos = place + 1
+        chunk = 4 * (over // max(key_bytes, 1)) + 64
         while freed < over and pos < self.fill:
             window = self.log[pos:min(pos + chunk, self.fill)]
+            chunk *= 2
             sizes = np.where(self.stamp[window] == self.places[pos:pos + window.size], self.size[window], 0)
             total = freed + np.cumsum(sizes)
             end = min(int(np.searchsorted(total, over)) + 1, window.size)
@@ -121,7 +124,7 @@ class L2Cache:
         self.size[keys[~resident]] = sizes[~resident]
         self._append(keys)
         if self.used > self.capacity:
-            self._drop_front(*self._front_until(self.used - self.capacity, max(1024, 2 * keys.size)))
+            self._drop_front(*self._front_until(self.used - self.capacity, int(sizes[0])))
         return hit
 
     def _one_by_one(self, keys: list[int], sizes: list[int]) -> int:
