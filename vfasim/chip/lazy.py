@@ -174,7 +174,7 @@ class LazyLoop(EventLoop):
         """Start the next unit on every slot of ``free`` whose queue has one, as ``EventLoop._fill``; the slots
         started."""
         started = []
-        tm, now = self.times, len(self.steps)
+        tm, now = self.times, self.steps.n
         for s in free:
             q = queues[0] if shared else queues[s]
             if not q:
@@ -238,7 +238,7 @@ class LazyLoop(EventLoop):
     def _sync(self, s: int) -> None:
         """Replay the events since slot ``s`` was last brought up to date, as ``EventLoop._advance`` makes them
         (a computing unit's compute time is added later: ``_add_compute_time``)."""
-        first, now = self.last[s], len(self.steps)
+        first, now = self.last[s], self.steps.n
         if first == now:
             return
         if self.computing[s]:
@@ -255,45 +255,43 @@ _SHORT = 16  # steps replayed in Python; longer replays go through NumPy (the sa
 
 
 class _Steps:
-    """The lazy events' steps in time, in order: a growing buffer seen both from Python and as a NumPy array."""
+    """The lazy events' steps in time, in order: a growing buffer seen both from Python and as a NumPy array.
+
+    Step i sits at place i + 1, so a replay's values are one slice of the buffer with its first place
+    overwritten by the starting value."""
 
     def __init__(self) -> None:
-        self.n = 0
+        self.n = 0  # steps so far
         self.buf = array("d", bytes(8 * 4096))
         self.view = np.frombuffer(self.buf)
 
-    def __len__(self) -> int:
-        return self.n
-
     def append(self, step: float) -> int:
         """Add a step; the count of steps after it."""
-        if self.n == len(self.buf):
+        if self.n + 1 == len(self.buf):
             self.buf = self.buf + self.buf
             self.view = np.frombuffer(self.buf)
-        self.buf[self.n] = step
         self.n += 1
+        self.buf[self.n] = step
         return self.n
 
     def minus(self, first: int, now: int, left: float, rate: float) -> float:
         """left − s·rate − … over steps [first, now), one rounding per operation, left to right."""
         if now - first <= _SHORT:
             buf = self.buf
-            for i in range(first, now):
+            for i in range(first + 1, now + 1):
                 left -= buf[i] * rate
             return left
-        values = np.empty(now - first + 1)
-        np.multiply(self.view[first:now], rate, out=values[1:])
+        values = self.view[first:now + 1] * rate
         values[0] = left
-        return float(np.subtract.accumulate(values)[-1])
+        return float(np.subtract.accumulate(values, out=values)[-1])
 
     def plus(self, first: int, now: int, spent: float) -> float:
         """spent + s + … over steps [first, now), one rounding per addition, left to right."""
         if now - first <= _SHORT:
             buf = self.buf
-            for i in range(first, now):
+            for i in range(first + 1, now + 1):
                 spent += buf[i]
             return spent
-        values = np.empty(now - first + 1)
-        values[1:] = self.view[first:now]
+        values = self.view[first:now + 1].copy()
         values[0] = spent
-        return float(np.add.accumulate(values)[-1])
+        return float(np.add.accumulate(values, out=values)[-1])

@@ -145,9 +145,9 @@ def _kind(trace: Trace, parts: tuple[np.ndarray, ...]) -> UnitKind:
     k = trace.kind[ops]
     is_k, is_v = k == KIND_CODE["load_k"], k == KIND_CODE["load_v"]
     loads = is_k | is_v
-    blocks = np.stack([trace.kblock[ops][loads], is_v[loads].astype(np.int64)], axis=1)
-    blocks, first = np.unique(blocks, axis=0, return_index=True)
-    return UnitKind(parts, blocks, trace.work[ops][loads][first],
+    code = trace.kblock[ops][loads].astype(np.int64) * 2 + is_v[loads]  # (key block, K or V) in that order
+    code, first = np.unique(code, return_index=True)
+    return UnitKind(parts, np.stack([code // 2, code % 2], axis=1), trace.work[ops][loads][first],
                     int(trace.work[ops][k == KIND_CODE["load_q"]].sum()),
                     int(trace.work[ops][k == KIND_CODE["store_o"]].sum()))
 
