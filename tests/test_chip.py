@@ -406,6 +406,23 @@ def test_a_per_unit_stream_cap_is_an_hbm_figure_only():
         L2Spec(bandwidth_gb_per_s=7000.0, latency_cycles=287, capacity_bytes=1 << 20, per_unit_gb_per_s=45.9)
 
 
+@pytest.mark.parametrize("policy", ["waves", "greedy"])
+def test_units_as_long_computing_as_waiting_get_the_eager_loops_bound(policy):
+    # Compute times at, just under and just over the exposed latency: the lazy loop must tell which is longer
+    # as the eager one does, step by step (a tie goes to compute, the first of the longest).
+    from vfasim.chip.fluid import Ports, run_launch
+
+    latency = 700.0
+    periods = [700.0, 700.0 * (1 - 1e-15), 700.0 * (1 + 1e-15), 699.9, 5000.0, 3.0]
+    kind = np.arange(60) % len(periods)
+    made = [run_launch(kind, 3, 2, policy, np.arange(kind.size), lambda k, n: periods[k],
+                       lambda u: (latency, 0.0, 0.0, 0.0), Ports(l2=None, hbm=None), samples=samples)
+            for samples in (True, False)]
+    for name in ("start", "end", "core", "slot", "bound"):
+        assert np.array_equal(getattr(made[0], name), getattr(made[1], name)), name
+    assert {0, 3} <= set(made[1].bound.tolist())
+
+
 @pytest.mark.parametrize("hw, kwargs", [
     ("H100-SXM", dict(seq_len=4096, kernel="fa3", dispatch="waves")),
     ("H100-SXM", dict(seq_len=2048, dispatch="persistent", batch=2)),

@@ -18,18 +18,9 @@ Model:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from vfasim.chip.units import Launch
-
-
-@dataclass(frozen=True)
-class UnitBytes:
-    hbm: float  # bytes from/to HBM
-    l2_port: float  # bytes through the L2 port (everything)
-    l2_hits: float  # K/V bytes served by L2
 
 
 class L2Cache:
@@ -51,16 +42,22 @@ class L2Cache:
         self.places = np.arange(self.log.size)  # place i of the log is i (a view of it, not a new arange, per look-up)
         self.front = self.fill = 0
 
-    def access(self, keys: np.ndarray, sizes: np.ndarray) -> int:
-        """Look up (and make resident) every key, distinct, in order; return the bytes that hit."""
+    def access(self, keys: np.ndarray, sizes: np.ndarray, total: int | None = None) -> int:
+        """Look up (and make resident) every key, distinct, in order; return the bytes that hit (``total``: their
+        sum, if known)."""
         stamps = self.stamp[keys]
+        if keys.size and stamps.min() >= 0:  # all resident: nothing enters, nothing is evicted
+            self._append(keys)
+            return int(sizes.sum()) if total is None else total
         new = stamps < 0
         missed = sizes[new]
         miss = int(missed.sum())
         over = self.used + miss - self.capacity
+        if over > self.used:  # its misses alone overflow the L2
+            return self._overflowing(keys, sizes, stamps)
         if over > 0:
-            pos, freed = self._front_until(over, max(1024, 2 * keys.size))
-            if freed < over or np.any((stamps >= self.front) & (stamps < pos)):  # the unit evicts its own keys
+            pos, freed = self._front_until(over, int(sizes[0]))
+            if freed < over or np.where(new, self.fill, stamps).min() < pos:  # the unit evicts its own keys
                 return self._overflowing(keys, sizes, stamps)
             self._drop_front(pos, freed)
         if miss:
@@ -69,12 +66,22 @@ class L2Cache:
         self._append(keys)
         return int(sizes.sum()) - miss
 
-    def _front_until(self, over: int, chunk: int) -> tuple[int, int]:
+    def _front_until(self, over: int, key_bytes: int) -> tuple[int, int]:
         """(place, bytes): the fewest least recently used keys, those before the place, that hold ``over``
-        bytes; all of them (place ``fill``) where they hold less."""
+        bytes; all of them (place ``fill``) where they hold less. ``key_bytes``: a key's usual size (windows of
+        the log start at a few times the keys that would hold ``over``, and double)."""
         pos, freed = self.front, 0
+        log, stamp, size = self.log, self.stamp, self.size
+        for place in range(pos, min(pos + _SCAN, self.fill)):  # one by one first: most evictions are a few keys
+            if freed >= over:
+                break
+            key = log.item(place)
+            freed += size.item(key) if stamp.item(key) == place else 0
+            pos = place + 1
+        chunk = 4 * (over // max(key_bytes, 1)) + 64
         while freed < over and pos < self.fill:
             window = self.log[pos:min(pos + chunk, self.fill)]
+            chunk *= 2
             sizes = np.where(self.stamp[window] == self.places[pos:pos + window.size], self.size[window], 0)
             total = freed + np.cumsum(sizes)
             end = min(int(np.searchsorted(total, over)) + 1, window.size)
@@ -83,8 +90,14 @@ class L2Cache:
 
     def _drop_front(self, pos: int, freed: int) -> None:
         """Evict the keys live before place ``pos``, which hold ``freed`` bytes."""
-        window = self.log[self.front:pos]
-        self.stamp[window[self.stamp[window] == self.places[self.front:pos]]] = -1
+        if pos - self.front <= _SCAN:
+            for place in range(self.front, pos):
+                key = self.log.item(place)
+                if self.stamp.item(key) == place:
+                    self.stamp[key] = -1
+        else:
+            window = self.log[self.front:pos]
+            self.stamp[window[self.stamp[window] == self.places[self.front:pos]]] = -1
         self.used -= freed
         self.front = pos
 
@@ -99,6 +112,9 @@ class L2Cache:
         resident = stamps >= 0
         if np.any(np.diff(stamps[resident]) <= 0):
             return self._one_by_one(keys.tolist(), sizes.tolist())
+        if self.fill - self.front > 2 * keys.size:  # the log is mostly stale places: drop them (stamps move)
+            self._compact(0)
+            stamps = self.stamp[keys]
         window = self.log[self.front:self.fill]
         live = np.where(self.stamp[window] == self.places[self.front:self.fill], self.size[window], 0)
         recent = self.used - (np.cumsum(live) - live)[stamps[resident] - self.front]  # its bytes and newer keys'
@@ -108,7 +124,7 @@ class L2Cache:
         self.size[keys[~resident]] = sizes[~resident]
         self._append(keys)
         if self.used > self.capacity:
-            self._drop_front(*self._front_until(self.used - self.capacity, max(1024, 2 * keys.size)))
+            self._drop_front(*self._front_until(self.used - self.capacity, int(sizes[0])))
         return hit
 
     def _one_by_one(self, keys: list[int], sizes: list[int]) -> int:
@@ -147,6 +163,9 @@ class L2Cache:
         self.front, self.fill = 0, live.size
 
 
+_SCAN = 16  # log places looked at one by one (in Python) before whole windows (in NumPy)
+
+
 class UnitMemory:
     """Bytes of each unit of a launch, decided (for L2 residency) when the unit starts."""
 
@@ -158,14 +177,16 @@ class UnitMemory:
         self.first_key = (launch.kv_key * (2 * blocks)).tolist()  # per unit: its K/V head's first key
         self.kinds = launch.kind.tolist()
         self.totals = [(float(k.kv_bytes.sum()) + k.q_bytes + k.o_bytes) for k in launch.kinds]
+        self.kv_bytes = [(k.kv_bytes, int(k.kv_bytes.sum())) for k in launch.kinds]
 
-    def on_start(self, u: int) -> UnitBytes:
+    def on_start(self, u: int) -> tuple[float, float, float]:
+        """(HBM, L2 port, L2 hit) bytes of unit ``u``: from or to HBM, through the L2 port (everything), K/V
+        served by the L2."""
         if not self.has_hbm:
-            return UnitBytes(0.0, 0.0, 0.0)
+            return 0.0, 0.0, 0.0
         kind = self.kinds[u]
         total = self.totals[kind]
-        hits = 0.0
-        if self.cache is not None:
-            keys = self.tiles[kind] + self.first_key[u]
-            hits = float(self.cache.access(keys, self.launch.kinds[kind].kv_bytes))
-        return UnitBytes(total - hits, total if self.cache is not None else 0.0, hits)
+        if self.cache is None:
+            return total, 0.0, 0.0
+        hits = float(self.cache.access(self.tiles[kind] + self.first_key[u], *self.kv_bytes[kind]))
+        return total - hits, total, hits

@@ -52,6 +52,7 @@ from vfasim.chip.units import (
     busy_by_pipeline,
     replace_buffers,
     split_count,
+    unit_weights,
 )
 from vfasim.errors import VfasimError
 from vfasim.formats import format_class
@@ -158,18 +159,20 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
         raise VfasimError(f"hw config {hw.name} has no chip section")
     if geo.decode and not chip.has_memory:
         raise VfasimError(f"hw config {hw.name}: decode on a chip needs memory figures (chip.hbm, chip.l2)")
-    op_cycles(trace, hw)  # prices every op by its own dtype: refuses one the config has no rate for
+    tuning = chip.kernel_tuning.get(kernel.name) or KernelTuning(
+        tensor_efficiency=chip.mma_efficiency.get(kernel.mma, 1.0))
+    core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning)
+    priced = op_cycles(trace, core)  # prices every op by its own dtype: refuses one the config has no rate for
     streams = occupancy(kernel, rule, shape, chip.core_limits)
     group = kernel.streams_per_cta(rule) if geo.n_qblocks > 1 else 1
     rows, kv_key, label = _units(geo, group)
     slots = streams // group
     split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
     splits = min(geo.splits, geo.n_kblocks) or split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
-    tuning = chip.kernel_tuning.get(kernel.name) or KernelTuning(
-        tensor_efficiency=chip.mma_efficiency.get(kernel.mma, 1.0))
-    core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning)
     plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.unit_overhead_cycles)
     launch = build_launch(trace, rows, kv_key, label, splits)
+    busy = busy_by_pipeline(trace, priced, unit_weights(trace, launch), len(core.pipelines))
+    del priced  # a few bytes an op, not kept through the event loop
     operand_warps = (rule.warps or kernel.warps) if kernel.operands_from_shared else 0
     prepass = kernel.minit == "prepass" and bool(np.any(trace.kind == KIND_CODE["key_summary"]))
     core_k = timing_core(plan.core, kernel.mma == "per_stream", operand_warps, streams, shape, chip.core_limits)
@@ -183,7 +186,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     first = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else 0
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
         + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first
-    return replace(_totals(trace, plan, launch, times, combine, int(np.ceil(end - 1e-9)), geo.flops),
+    return replace(_totals(plan, launch, busy, times, combine, int(np.ceil(end - 1e-9)), geo.flops),
                    prepass_cycles=first, unit_timing=timing)
 
 
@@ -285,8 +288,7 @@ def _main_launch(launch: Launch, timer: UnitTimer, plan: _Plan, policy: str, geo
     latency = (chip.hbm.latency_cycles if chip.hbm is not None else 0) + plan.overhead
 
     def on_start(u: int) -> tuple[float, float, float, float]:
-        b = memory.on_start(u)
-        return latency, b.hbm, b.l2_port, b.l2_hits
+        return (latency, *memory.on_start(u))
 
     order = np.arange(launch.kind.size)
     if policy == "persistent" and geo.causal:
@@ -325,14 +327,11 @@ def _combine_slots(chip: ChipSpec) -> int:
     return min(16, chip.core_limits.max_streams) if chip.core_limits is not None else 1
 
 
-def _totals(trace: Trace, plan: _Plan, launch: Launch, times: LaunchTimes, combine: LaunchTimes | None,
-            latency: int, flops: float) -> ChipResult:
+def _totals(plan: _Plan, launch: Launch, busy_cycles: tuple[np.ndarray, np.ndarray], times: LaunchTimes,
+            combine: LaunchTimes | None, latency: int, flops: float) -> ChipResult:
+    """The result, from the busy cycles per pipeline and per op kind (``busy_by_pipeline``) and the launches."""
     core, ports = plan.core, plan.ports
-    weight = np.zeros(len(trace))
-    for k, kind in enumerate(launch.kinds):
-        for ops in kind.streams:
-            np.add.at(weight, ops, np.count_nonzero(launch.kind == k))
-    busy, by_kind = busy_by_pipeline(trace, core, weight)
+    busy, by_kind = busy_cycles
     cores = plan.chip.cores
     names = list(core.pipelines)
     util = {n: busy[i] / (core.pipelines[n].units * cores * latency) for i, n in enumerate(names)}

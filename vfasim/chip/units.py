@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vfasim.hw.config import HardwareConfig
-from vfasim.sim import op_cycles, simulate
+from vfasim.sim import simulate
 from vfasim.sim.engine import Timeline
 from vfasim.trace import COLUMNS, KIND_CODE, Trace
 
@@ -72,18 +72,21 @@ def build_launch(trace: Trace, rows: np.ndarray, kv_key: np.ndarray, label: np.n
     """
     bounds = np.searchsorted(trace.row, np.arange(int(trace.row.max()) + 2))
     kinds: list[UnitKind] = []
-    index: dict[tuple, int] = {}
+    index: dict[tuple, list[int]] = {}  # a cheap digest of a unit's ops -> the kinds that have it
     cache: dict[tuple, int] = {}
     kind = np.empty(rows.shape[0] * splits, np.int64)
     for u, group in enumerate(np.repeat(rows, splits, axis=0).tolist()):
         key = (*group, u % splits)
         if key not in cache:
             parts = tuple(_split_ops(trace, bounds[r], bounds[r + 1], u % splits, splits) for r in group if r >= 0)
-            structure = tuple(_structure(trace, ops) for ops in parts)
-            if structure not in index:
-                index[structure] = len(kinds)
+            digest = tuple((ops.size, int(trace.kblock[ops[-1]])) if ops.size else (0, 0) for ops in parts)
+            same = index.setdefault(digest, [])
+            found = next((k for k in same if _same_structure(trace, parts, kinds[k].streams)), None)
+            if found is None:
+                found = len(kinds)
+                same.append(found)
                 kinds.append(_kind(trace, parts))
-            cache[key] = index[structure]
+            cache[key] = found
         kind[u] = cache[key]
     labels = np.repeat(label, splits, axis=0)
     labels[:, 3] = np.tile(np.arange(splits), rows.shape[0])
@@ -99,13 +102,31 @@ def _split_ops(trace: Trace, lo: int, hi: int, j: int, splits: int) -> np.ndarra
     return lo + np.flatnonzero(keep)
 
 
-def _structure(trace: Trace, ops: np.ndarray) -> tuple:
-    owner, dep = local_deps(trace, ops)
-    h = hashlib.sha256()
-    for a in (trace.kind[ops], trace.dtype[ops], trace.work[ops], trace.kblock[ops],
-              trace.step[ops] - trace.step[ops].min(), owner, dep):
-        h.update(np.ascontiguousarray(a).tobytes())
-    return (ops.size, h.hexdigest())
+def _same_structure(trace: Trace, parts: tuple[np.ndarray, ...], others: tuple[np.ndarray, ...]) -> bool:
+    """Whether two units' streams have the same ops: kinds, dtypes, work, key blocks, steps (from the first) and
+    dependencies inside each stream."""
+    return len(parts) == len(others) and all(_same_ops(trace, a, b) for a, b in zip(parts, others))
+
+
+def _same_ops(trace: Trace, a: np.ndarray, b: np.ndarray) -> bool:
+    if a.size != b.size:
+        return False
+    if not all(np.array_equal(_at(column, a), _at(column, b))
+               for column in (trace.kind, trace.dtype, trace.work, trace.kblock)):
+        return False
+    step_a, step_b = _at(trace.step, a), _at(trace.step, b)
+    if a.size and not np.array_equal(step_a - step_a.min(), step_b - step_b.min()):
+        return False
+    return all(np.array_equal(x, y) for x, y in zip(local_deps(trace, a), local_deps(trace, b)))
+
+
+def _at(column: np.ndarray, ops: np.ndarray) -> np.ndarray:
+    """``column[ops]``, a view where ``ops`` is a range."""
+    return column[ops[0]:ops[-1] + 1] if _is_range(ops) else column[ops]
+
+
+def _is_range(ops: np.ndarray) -> bool:
+    return ops.size > 0 and int(ops[-1]) - int(ops[0]) + 1 == ops.size
 
 
 def _timing_key(trace: Trace, ops: np.ndarray, steps: np.ndarray) -> tuple:
@@ -124,15 +145,21 @@ def _kind(trace: Trace, parts: tuple[np.ndarray, ...]) -> UnitKind:
     k = trace.kind[ops]
     is_k, is_v = k == KIND_CODE["load_k"], k == KIND_CODE["load_v"]
     loads = is_k | is_v
-    blocks = np.stack([trace.kblock[ops][loads], is_v[loads].astype(np.int64)], axis=1)
-    blocks, first = np.unique(blocks, axis=0, return_index=True)
-    return UnitKind(parts, blocks, trace.work[ops][loads][first],
+    code = trace.kblock[ops][loads].astype(np.int64) * 2 + is_v[loads]  # (key block, K or V) in that order
+    code, first = np.unique(code, return_index=True)
+    return UnitKind(parts, np.stack([code // 2, code % 2], axis=1), trace.work[ops][loads][first],
                     int(trace.work[ops][k == KIND_CODE["load_q"]].sum()),
                     int(trace.work[ops][k == KIND_CODE["store_o"]].sum()))
 
 
 def local_deps(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(owner, dependency) pairs inside ``ops`` (sorted op ids), as positions in ``ops``."""
+    if _is_range(ops):  # a row's ops: its dependencies inside are those from its first op on
+        lo = int(ops[0])
+        counts = np.diff(trace.dep_ptr[lo:lo + ops.size + 1])
+        deps = trace.dep_idx[trace.dep_ptr[lo]:trace.dep_ptr[lo + ops.size]].astype(np.int64) - lo
+        inside = deps >= 0
+        return np.repeat(np.arange(ops.size), counts)[inside], deps[inside]
     starts, ends = trace.dep_ptr[ops], trace.dep_ptr[ops + 1]
     counts = ends - starts
     first = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
@@ -173,15 +200,18 @@ SHORT_TILES = (8, 12)  # tiles kept in the two short simulations that measure th
 
 def _tile_steps(trace: Trace, ops: np.ndarray) -> np.ndarray:
     """Distinct steps of a stream's key tiles (its steps between prelude and epilogue), sorted."""
-    step = trace.step[ops]
-    return np.unique(step[(step > 0) & (step < step.max())])
+    step = _at(trace.step, ops)
+    tiles = step[(step > 0) & (step < step.max())]
+    if np.all(tiles[1:] >= tiles[:-1]):  # a row's ops go step by step: its distinct steps are where they change
+        return tiles[np.flatnonzero(tiles[1:] != tiles[:-1]).tolist() + [tiles.size - 1]] if tiles.size else tiles
+    return np.unique(tiles)
 
 
 def last_tiles(trace: Trace, streams: tuple[np.ndarray, ...], keep: int) -> tuple[np.ndarray, ...]:
     """Each stream with only its last ``keep`` key tiles, prelude and epilogue kept."""
     out = []
     for ops in streams:
-        step, tiles = trace.step[ops], _tile_steps(trace, ops)
+        step, tiles = _at(trace.step, ops), _tile_steps(trace, ops)
         cut = tiles[-keep - 1] if tiles.size > keep else 0
         out.append(ops[(step == 0) | (step == step.max()) | (step > cut)])
     return tuple(out)
@@ -215,24 +245,38 @@ class UnitTimer:
         self.trace, self.timing, self.kinds = trace, timing, kinds
         self._cycles: dict[tuple[int, int], int] = {}
         self._short_cycles: dict[tuple, int] = {}
+        self._long: dict[int, tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None] = {}
 
     def cycles(self, kind: int, streams: int) -> int:
         key = (kind, streams)
         if key not in self._cycles:
-            parts = self.kinds[kind].streams
-            n = tile_count(self.trace, parts)
-            if n <= LONG_TILES:
-                self._cycles[key] = self._simulate(parts, streams)
+            long = self._truncations(kind)
+            if long is None:
+                self._cycles[key] = self._simulate(self.kinds[kind].streams, streams)
             else:
-                a, b = (self._short(last_tiles(self.trace, parts, m), streams) for m in SHORT_TILES)
+                n, shorts = long
+                a, b = (self._short(parts, timing, streams) for parts, timing in shorts)
                 period = (b - a) / (SHORT_TILES[1] - SHORT_TILES[0])
                 self._cycles[key] = int(round(b + (n - SHORT_TILES[1]) * period))
         return self._cycles[key]
 
-    def _short(self, parts: tuple[np.ndarray, ...], streams: int) -> int:
-        """A truncated unit's cycles; truncations of equal structure (e.g. long causal units) share one run."""
+    def _truncations(self, kind: int) -> tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None:
+        """(key tiles, each of the ``SHORT_TILES`` truncations and its timing key) of a long unit kind, None for a
+        short one; once a kind."""
+        if kind not in self._long:
+            parts = self.kinds[kind].streams
+            n = tile_count(self.trace, parts)
+            self._long[kind] = None if n <= LONG_TILES else (n, [self._keyed(last_tiles(self.trace, parts, m))
+                                                                   for m in SHORT_TILES])
+        return self._long[kind]
+
+    def _keyed(self, parts: tuple[np.ndarray, ...]) -> tuple[tuple[np.ndarray, ...], tuple]:
         steps = np.unique(np.concatenate([self.trace.step[ops] for ops in parts]))
-        key = (tuple(_timing_key(self.trace, ops, steps) for ops in parts), streams)
+        return parts, tuple(_timing_key(self.trace, ops, steps) for ops in parts)
+
+    def _short(self, parts: tuple[np.ndarray, ...], timing: tuple, streams: int) -> int:
+        """A truncated unit's cycles; truncations of equal structure (e.g. long causal units) share one run."""
+        key = (timing, streams)
         if key not in self._short_cycles:
             self._short_cycles[key] = self._simulate(parts, streams)
         return self._short_cycles[key]
@@ -245,12 +289,24 @@ def replace_buffers(hw: HardwareConfig, buffers: int) -> HardwareConfig:
     return hw.model_copy(update={"score_buffers": buffers})
 
 
-def busy_by_pipeline(trace: Trace, hw: HardwareConfig, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(busy cycles per pipeline, cycles per op kind) of the trace, each op counted ``weight`` times."""
-    pipe, cycles = op_cycles(trace, hw)
+def unit_weights(trace: Trace, launch: Launch) -> np.ndarray:
+    """How many units of the launch run each op of the trace."""
+    weight = np.zeros(len(trace))
+    units = np.bincount(launch.kind, minlength=len(launch.kinds))
+    for k, kind in enumerate(launch.kinds):
+        for ops in kind.streams:  # distinct op ids: one addition each
+            weight[ops] += units[k]
+    return weight
+
+
+def busy_by_pipeline(trace: Trace, priced: tuple[np.ndarray, np.ndarray], weight: np.ndarray,
+                     pipelines: int) -> tuple[np.ndarray, np.ndarray]:
+    """(busy cycles per pipeline, cycles per op kind) of the trace whose ops ``op_cycles`` priced, each op counted
+    ``weight`` times."""
+    pipe, cycles = priced
     w = cycles * weight
     on = pipe >= 0
-    return (np.bincount(pipe[on], weights=w[on], minlength=len(hw.pipelines)),
+    return (np.bincount(pipe[on], weights=w[on], minlength=pipelines),
             np.bincount(trace.kind, weights=w, minlength=len(KIND_CODE)))
 
 
