@@ -163,7 +163,7 @@ class Trace:
         """SHA-256 over every column: equal digests mean identical traces."""
         h = hashlib.sha256(f"vfasim-trace-v{self.version}".encode())
         for arr in (*(getattr(self, c) for c in COLUMNS), self.dep_ptr, self.dep_idx):
-            h.update(np.ascontiguousarray(arr).tobytes())
+            h.update(np.ascontiguousarray(arr).data)  # the bytes themselves: no copy
         return h.hexdigest()
 
 
@@ -179,10 +179,13 @@ def validate(t: Trace) -> None:
     _check(t.dtype.max(initial=0) < len(DTYPES), "dtype code out of range")
     _check(t.work.min(initial=0) >= 0, "negative work count")
     _check(t.dep_ptr.shape == (n + 1,) and t.dep_ptr[0] == 0, "dep_ptr must have n+1 entries starting at 0")
-    _check(bool(np.all(np.diff(t.dep_ptr) >= 0)) and t.dep_ptr[-1] == t.dep_idx.size, "dep_ptr not monotonic")
-    owner = np.repeat(np.arange(n), np.diff(t.dep_ptr))
+    count = np.diff(t.dep_ptr)
+    _check(bool(np.all(count >= 0)) and t.dep_ptr[-1] == t.dep_idx.size, "dep_ptr not monotonic")
+    owner = np.repeat(np.arange(n, dtype=np.int32 if n < 2**31 else np.int64), count)
     _check(bool(np.all((t.dep_idx >= 0) & (t.dep_idx < owner))), "a dependency does not point to an earlier op")
-    _check(bool(np.all(t.stage[t.dep_idx] <= t.stage[owner])), "a dependency lies in a later stage than its op")
+    del owner
+    _check(bool(np.all(t.stage[t.dep_idx] <= np.repeat(t.stage, count))),
+           "a dependency lies in a later stage than its op")
     _check_buffers(t)
 
 
@@ -271,21 +274,21 @@ class TraceBuilder:
 
     def _resolve_deps(self, keys: np.ndarray, new_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """CSR dependency arrays in issue order, each op's dependencies sorted by id."""
-        n = max(keys.size, 1)
         wanted = self._deps["key"].take()
         target = np.searchsorted(keys, wanted)
         if target.size and not np.array_equal(keys[np.minimum(target, keys.size - 1)], wanted):
             raise VfasimError("invalid trace: a dependency names an op that was never emitted")
         del wanted
-        pairs = new_pos[self._deps["op"].take()].astype(np.int64)
-        pairs *= n
-        pairs += target  # owner * n + target: sorted, by owner, then target
-        del target
-        pairs.sort()
+        owner = new_pos[self._deps["op"].take()]
         dep_ptr = np.zeros(keys.size + 1, np.int64)
-        np.cumsum(np.bincount(pairs // n, minlength=keys.size), out=dep_ptr[1:])
-        pairs %= n
-        return dep_ptr, pairs.astype(np.int32)
+        np.cumsum(np.bincount(owner, minlength=keys.size), out=dep_ptr[1:])
+        pairs = owner.astype(np.int64)
+        del owner
+        pairs <<= 32
+        pairs |= target  # owner * 2^32 + target (ids < 2^31): sorted, by owner, then target
+        del target
+        pairs.sort(kind="stable")  # the same values in order: the stable sort merges the emitters' sorted runs
+        return dep_ptr, pairs.astype(np.int32)  # the low 32 bits: the target
 
 
 class _Column:

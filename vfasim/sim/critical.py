@@ -101,12 +101,15 @@ def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
     if end.size == 0:
         return np.empty(0, np.int64)
     links = np.ascontiguousarray(bound, np.int32).data  # a memoryview: no Python int per op, unlike tolist()
-    path = array("q", [int(np.argmax(end))])  # 8 bytes a path op; argmax returns the lowest id on a tie
-    while links[path[-1]] >= 0 and len(path) <= len(links):
-        path.append(links[path[-1]])
-    if len(path) > len(links):
-        raise VfasimError("timeline's record of what ops waited on has a cycle")
-    return np.frombuffer(path, np.int64)[::-1].copy()
+    op = int(np.argmax(end))  # argmax returns the lowest id on a tie
+    path = array("q", [op])  # 8 bytes a path op
+    append = path.append
+    for _ in range(len(links)):  # a path without a cycle has fewer links than ops
+        op = links[op]
+        if op < 0:
+            return np.frombuffer(path, np.int64)[::-1].copy()
+        append(op)
+    raise VfasimError("timeline's record of what ops waited on has a cycle")
 
 
 def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: np.ndarray) -> CriticalPath:

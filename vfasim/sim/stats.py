@@ -43,17 +43,28 @@ def timing_stats(trace: Trace, timeline: Timeline, hw: HardwareConfig) -> Timing
     total = timeline.total_cycles
     dur = timeline.end_cycles - timeline.start_cycles
     pipelines = {}
-    for p, name in enumerate(timeline.pipeline_names):
-        busy = int(dur[timeline.pipeline == p].sum())
+    for (p, name), busy in zip(enumerate(timeline.pipeline_names), _busy(timeline, dur)):
         capacity = hw.pipelines[name].units * total
         pipelines[name] = {"busy_cycles": busy, "utilization": busy / capacity if capacity else 0.0}
     by_kind = np.bincount(trace.kind, weights=dur, minlength=len(KIND_NAMES))
-    ops = {KIND_NAMES[k]: int(c) for k, c in enumerate(by_kind) if np.any(trace.kind == k)}
+    present = np.bincount(trace.kind, minlength=len(KIND_NAMES)) > 0
+    ops = {KIND_NAMES[k]: int(c) for k, c in enumerate(by_kind) if present[k]}
     by_class = {c: sum(v for k, v in ops.items() if OP_KINDS[k][0] == c) for c in SHARE_CLASSES}
     denom = sum(by_class.values())
     shares = {c: (v / denom if denom else 0.0) for c, v in by_class.items()}
     bottleneck = busiest_stream({n: p["utilization"] for n, p in pipelines.items()}, hw)
     return TimingStats(total, pipelines, ops, shares, bottleneck)
+
+
+def _busy(timeline: Timeline, dur: np.ndarray) -> list[int]:
+    """Busy cycles of each pipeline: summed in one pass where float64 holds every partial sum exactly
+    (all cycles together below 2^53), else pipeline by pipeline in integers. Both are the exact sums."""
+    names = timeline.pipeline_names
+    if int(dur.sum()) < 2**53:
+        running = timeline.pipeline >= 0
+        sums = np.bincount(timeline.pipeline[running], weights=dur[running], minlength=len(names))
+        return [int(c) for c in sums[:len(names)]]
+    return [int(dur[timeline.pipeline == p].sum()) for p in range(len(names))]
 
 
 def busiest_stream(utilization: dict[str, float], hw: HardwareConfig) -> str:

@@ -52,10 +52,15 @@ def _repeats(pairs: np.ndarray, cycles: np.ndarray, period: int) -> np.ndarray:
     same = np.empty(cycles.size - period, bool)
     for lo in range(0, same.size, _CHUNK):
         hi = min(lo + _CHUNK, same.size)
-        now, before = pairs[period + lo:period + hi], pairs[lo:hi]
-        shifted = (before > 0) & (now - before == period)
-        ok = (shifted | (now == before)).all(axis=1) & shifted.any(axis=1)
-        same[lo:hi] = ok & (cycles[period + lo:period + hi] == cycles[lo:hi])
+        ok = cycles[period + lo:period + hi] == cycles[lo:hi]
+        moved = np.zeros(hi - lo, bool)  # some predecessor shifted
+        for c in range(pairs.shape[1]):  # a column at a time: no reductions along the short axis
+            before = pairs[lo:hi, c]
+            step = pairs[period + lo:period + hi, c] - before
+            shifted = (step == period) & (before > 0)
+            ok &= shifted | (step == 0)
+            moved |= shifted
+        same[lo:hi] = ok & moved
     return same
 
 
