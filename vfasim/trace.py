@@ -244,9 +244,15 @@ class TraceBuilder:
                                  ("kblock", -1 if kblock is None else kblock)):
                 self._ops[name].append(np.broadcast_to(values, keys.shape))
             for d in deps:
-                ok = np.flatnonzero(np.broadcast_to(d, keys.shape) >= 0)
-                self._deps["op"].append(first + ok)
-                self._deps["key"].append(np.broadcast_to(d, keys.shape)[ok])
+                d = np.broadcast_to(d, keys.shape)
+                named = d >= 0
+                if named.all():  # the usual case: no -1 to leave out
+                    self._deps["op"].append(np.arange(first, first + keys.size))
+                    self._deps["key"].append(d)
+                else:
+                    ok = np.flatnonzero(named)
+                    self._deps["op"].append(first + ok)
+                    self._deps["key"].append(d[ok])
         return keys
 
     def build(self) -> Trace:
@@ -266,29 +272,54 @@ class TraceBuilder:
         """The op columns in issue order (``keys`` sorted, ``order`` the emission position of each)."""
         n_kinds = len(KIND_NAMES)
         group = keys // n_kinds  # row * n_slots + step
-        row, step = (group // self.n_slots).astype(np.int32), (group % self.n_slots).astype(np.int32)
+        row = group // self.n_slots
+        kind = (keys - group * n_kinds).astype(np.uint8)  # keys % n_kinds, without a remainder pass
+        step = (group - row * self.n_slots).astype(np.int32)
         del group
-        return {"kind": (keys % n_kinds).astype(np.uint8), "row": row, "step": step,
+        return {"kind": kind, "row": row.astype(np.int32), "step": step,
                 "dtype": self._ops["dtype"].take()[order], "work": self._ops["work"].take()[order],
                 "kblock": self._ops["kblock"].take()[order]}
 
     def _resolve_deps(self, keys: np.ndarray, new_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """CSR dependency arrays in issue order, each op's dependencies sorted by id."""
-        wanted = self._deps["key"].take()
-        target = np.searchsorted(keys, wanted)
-        if target.size and not np.array_equal(keys[np.minimum(target, keys.size - 1)], wanted):
-            raise VfasimError("invalid trace: a dependency names an op that was never emitted")
-        del wanted
-        owner = new_pos[self._deps["op"].take()]
-        dep_ptr = np.zeros(keys.size + 1, np.int64)
-        np.cumsum(np.bincount(owner, minlength=keys.size), out=dep_ptr[1:])
-        pairs = owner.astype(np.int64)
-        del owner
+        target = _positions(keys, self._deps["key"].take(), self.n_rows * self.n_slots)
+        pairs = new_pos[self._deps["op"].take()].astype(np.int64)
         pairs <<= 32
         pairs |= target  # owner * 2^32 + target (ids < 2^31): sorted, by owner, then target
         del target
         pairs.sort(kind="stable")  # the same values in order: the stable sort merges the emitters' sorted runs
+        dep_ptr = np.zeros(keys.size + 1, np.int64)
+        np.cumsum(np.bincount(pairs >> 32, minlength=keys.size), out=dep_ptr[1:])  # owners in order: a streaming count
         return dep_ptr, pairs.astype(np.int32)  # the low 32 bits: the target
+
+
+def _positions(keys: np.ndarray, wanted: np.ndarray, n_groups: int) -> np.ndarray:
+    """Position of each ``wanted`` key in the sorted, distinct ``keys``; a key never emitted is refused.
+
+    A key is group (row, slot) × kinds + kind, and a group holds at most one op of each kind. Where
+    the key space is not much larger than the trace, each group's first position and each key's rank
+    in its group (-1: none) are tabled, so a key is found with two look-ups, not a binary search.
+    """
+    n_kinds = len(KIND_NAMES)
+    space = n_groups * n_kinds
+    if space > 8 * keys.size + (1 << 22):
+        target = np.searchsorted(keys, wanted)
+        if target.size and not np.array_equal(keys[np.minimum(target, keys.size - 1)], wanted):
+            raise VfasimError("invalid trace: a dependency names an op that was never emitted")
+        return target
+    group = keys // n_kinds
+    heads = np.flatnonzero(np.diff(group, prepend=-1))
+    first = np.zeros(n_groups, np.int32)
+    first[group[heads]] = heads
+    rank = np.full(space, -1, np.int8)  # fewer than 128 kinds
+    rank[keys] = np.arange(keys.size, dtype=np.int32) - first[group]
+    del group
+    if wanted.size and (wanted.min() < 0 or wanted.max() >= space):
+        raise VfasimError("invalid trace: a dependency names an op that was never emitted")
+    at = rank[wanted]
+    if np.any(at < 0):
+        raise VfasimError("invalid trace: a dependency names an op that was never emitted")
+    return first[wanted // n_kinds] + at
 
 
 class _Column:

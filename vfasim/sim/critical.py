@@ -113,7 +113,7 @@ def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: np.ndarray) -> CriticalPath:
-    dur = timeline.end_cycles - timeline.start_cycles
+    dur = timeline.durations
     names = timeline.pipeline_names
     on_path = timeline.pipeline[path]
     running = on_path >= 0
@@ -122,9 +122,8 @@ def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: n
     if idle < 0:
         raise VfasimError("critical path is longer than the latency: ops on the path overlap")
     by_pipeline = {**{name: int(crit[p]) for p, name in enumerate(names)}, IDLE: idle}
-    busy = np.bincount(timeline.pipeline[timeline.pipeline >= 0], weights=dur[timeline.pipeline >= 0],
-                       minlength=len(names)).astype(np.int64)
-    pipelines = {name: _pipeline_entry(int(crit[p]), int(busy[p]), timeline.total_cycles)
+    busy = timeline.busy_cycles
+    pipelines = {name: _pipeline_entry(int(crit[p]), busy[p], timeline.total_cycles)
                  for p, name in enumerate(names)}
     edge_counts = np.bincount(bound_kind[path[1:]], minlength=len(EDGE_KINDS))
     return CriticalPath(

@@ -49,6 +49,7 @@ Assumptions:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,23 @@ class Timeline:
     waited_on: np.ndarray | None = None  # int32 op whose end the start waited for, -1 if none
     wait_kind: np.ndarray | None = None  # int8 code into EDGE_KINDS of that edge, -1 if none
     schedule: str | None = None
+
+    @functools.cached_property
+    def durations(self) -> np.ndarray:
+        """Cycles each op runs: end − start (made once, read by the statistics and the critical path)."""
+        return self.end_cycles - self.start_cycles
+
+    @functools.cached_property
+    def busy_cycles(self) -> tuple[int, ...]:
+        """Per pipeline (as ``pipeline_names``), the cycles it runs ops: the sum of their durations.
+
+        Summed in one pass where float64 holds every partial sum exactly (all durations together below
+        2^53), else pipeline by pipeline in integers; both are the exact sums."""
+        dur, n = self.durations, len(self.pipeline_names)
+        if int(dur.sum()) < 2**53:
+            running = self.pipeline >= 0
+            return tuple(int(c) for c in np.bincount(self.pipeline[running], weights=dur[running], minlength=n)[:n])
+        return tuple(int(dur[self.pipeline == p].sum()) for p in range(n))
 
 
 def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> Timeline:

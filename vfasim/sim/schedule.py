@@ -107,9 +107,9 @@ def issue_order(trace: Trace, hw: HardwareConfig, schedule: str) -> np.ndarray:
 
 def stream_order(trace: Trace, buffers: int) -> np.ndarray:
     """Op ids in software-pipelined issue order with ``buffers`` tiles in flight."""
-    tile = trace.tile_ids()
-    starts = (trace.kblock >= 0) & np.concatenate([[True], tile[1:] != tile[:-1]])[: len(trace)]
-    seen = np.cumsum(starts)  # tiles begun so far, in issue order
+    new_tile = np.ones(len(trace), bool)  # the op begins a (row, step) group
+    new_tile[1:] = (trace.row[1:] != trace.row[:-1]) | (trace.step[1:] != trace.step[:-1])
+    seen = np.cumsum(new_tile & (trace.kblock >= 0))  # tiles begun so far, in issue order
     slot = np.maximum.accumulate(np.where(trace.step == 0, seen, seen - 1))
     stage = trace.stage.astype(np.int64)
     key = (slot + np.minimum(stage, buffers - 1)) * 256 + stage

@@ -41,9 +41,9 @@ class TimingStats:
 
 def timing_stats(trace: Trace, timeline: Timeline, hw: HardwareConfig) -> TimingStats:
     total = timeline.total_cycles
-    dur = timeline.end_cycles - timeline.start_cycles
+    dur = timeline.durations
     pipelines = {}
-    for (p, name), busy in zip(enumerate(timeline.pipeline_names), _busy(timeline, dur)):
+    for name, busy in zip(timeline.pipeline_names, timeline.busy_cycles):
         capacity = hw.pipelines[name].units * total
         pipelines[name] = {"busy_cycles": busy, "utilization": busy / capacity if capacity else 0.0}
     by_kind = np.bincount(trace.kind, weights=dur, minlength=len(KIND_NAMES))
@@ -54,17 +54,6 @@ def timing_stats(trace: Trace, timeline: Timeline, hw: HardwareConfig) -> Timing
     shares = {c: (v / denom if denom else 0.0) for c, v in by_class.items()}
     bottleneck = busiest_stream({n: p["utilization"] for n, p in pipelines.items()}, hw)
     return TimingStats(total, pipelines, ops, shares, bottleneck)
-
-
-def _busy(timeline: Timeline, dur: np.ndarray) -> list[int]:
-    """Busy cycles of each pipeline: summed in one pass where float64 holds every partial sum exactly
-    (all cycles together below 2^53), else pipeline by pipeline in integers. Both are the exact sums."""
-    names = timeline.pipeline_names
-    if int(dur.sum()) < 2**53:
-        running = timeline.pipeline >= 0
-        sums = np.bincount(timeline.pipeline[running], weights=dur[running], minlength=len(names))
-        return [int(c) for c in sums[:len(names)]]
-    return [int(dur[timeline.pipeline == p].sum()) for p in range(len(names))]
 
 
 def busiest_stream(utilization: dict[str, float], hw: HardwareConfig) -> str:

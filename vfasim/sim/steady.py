@@ -72,7 +72,7 @@ def try_extend(ends: array, pairs: np.ndarray, p: int, end: int, period: int) ->
     rows = _steady_ends(np.frombuffer(ends, np.int64), pairs, p, end, period)
     if rows is None:
         return False
-    ends.frombytes(rows.tobytes())
+    ends.frombytes(rows.data.cast("B"))  # the bytes themselves: no copy
     return True
 
 
@@ -81,10 +81,11 @@ def _steady_ends(ends: np.ndarray, pairs: np.ndarray, p: int, end: int, period: 
     delta = int(ends[p] - ends[p - period])
     if delta < 0 or not _fixed_never_latest(ends, pairs, p, min(end - p, period), period):
         return None
-    head = pairs[p:end]
-    shifted = _shifted(pairs, p, head.shape[0], period)
-    early = shifted & (head <= p)  # predecessors already relaxed (slot <= p: rows before p)
-    if np.any(ends[head[early]] - ends[head[early] - period] != delta):
+    flat = pairs.reshape(-1)  # row r's inputs at 2r and 2r + 1
+    early = np.flatnonzero(flat[2 * p:2 * end] <= p)  # predecessors already relaxed (slot <= p: rows before p)
+    now, before = flat[2 * p + early], flat[2 * (p - period) + early]
+    early = now[(before > 0) & (now == before + period)]  # those of them shifted
+    if np.any(ends[early] - ends[early - period] != delta):
         return None
     periods = -(-(end - p) // period)
     steps = np.arange(1, periods + 1, dtype=np.int64)[:, None] * delta
