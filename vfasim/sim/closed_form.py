@@ -130,14 +130,17 @@ def _pairwise(table: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _live(table: np.ndarray, stream_col: np.ndarray, chain: np.ndarray) -> np.ndarray:
     """Mask of the predecessors the latest end can come from alone."""
-    live = np.empty(table.shape, bool, order="F")
+    live = np.zeros(table.shape, bool, order="F")
     chained = chain >= 0
     for c in range(table.shape[1]):
         col = table[:, c]
-        keep = (col > 0) & ~((chain[np.maximum(col - 1, 0)] == chain) & chained & (col != stream_col))
+        held = np.count_nonzero(col)
+        at = slice(None) if 2 * held > col.size else np.flatnonzero(col)  # a sparse column: its entries only
+        pred = col[at]
+        keep = (pred > 0) & ~((chain[np.maximum(pred - 1, 0)] == chain[at]) & chained[at] & (pred != stream_col[at]))
         for earlier in range(c):
-            keep &= col != table[:, earlier]
-        live[:, c] = keep
+            keep &= pred != table[at, earlier]
+        live[at, c] = keep
     return live
 
 

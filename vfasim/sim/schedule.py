@@ -146,7 +146,7 @@ def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, sched
             by_unit, same = stream[grouped], np.diff(unit[grouped]) == 0  # same: i + 1 follows i on its unit
             before[by_unit[1:][same]] = by_unit[:-1][same]
         else:
-            unit = np.arange(stream.size) % head.units
+            unit = np.arange(stream.size) % head.units if head.units > 1 else 0  # one unit: every op on unit 0
             if stream.size > head.units:
                 before[stream[head.units:]] = stream[: -head.units]
         chain[stream] = offset + unit
