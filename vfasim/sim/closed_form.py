@@ -66,24 +66,30 @@ def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray,
                        buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per issue position, predecessor positions + 1 (0 = none), and the stream predecessor's.
 
-    The table is column-major: every pass over it reads one column at a time."""
+    The table is column-major (every pass over it reads one column at a time) and is written in
+    issue order, ``_PLACE_CHUNK`` positions at a time (small temporaries)."""
     n = len(trace)
     pos = np.empty(n, np.int32)
     pos[order] = np.arange(n, dtype=np.int32)
-    first = trace.dep_ptr[order]  # by issue position from here on: the table is written in order
-    n_data = (trace.dep_ptr[1:][order] - first).astype(np.int32)
-    stream, buffer = stream[order], buffer[order]
+    n_data = np.diff(trace.dep_ptr).astype(np.int32)
     width = max(1, int((n_data + (stream >= 0) + (buffer >= 0)).max(initial=0)))
     table = np.zeros((n, width), np.int32, order="F")
     column = table.T.reshape(-1)  # a view: column c of position i at c * n + i
-    for j in range(int(n_data.max(initial=0))):
-        at = np.flatnonzero(n_data > j)
-        column[j * n + at] = pos[trace.dep_idx[first[at] + j]] + 1
-    del first
-    for preds, col in ((stream, n_data), (buffer, n_data + (stream >= 0))):
-        at = np.flatnonzero(preds >= 0)
-        column[col[at].astype(np.int64) * n + at] = pos[preds[at]] + 1
-    return table, np.where(stream >= 0, pos[stream] + 1, 0).astype(np.int32)
+    stream_col = np.empty(n, np.int32)
+    for lo in range(0, n, _PLACE_CHUNK):
+        ops = order[lo:lo + _PLACE_CHUNK]  # the ops issued at positions lo, lo + 1, ...
+        first, col = trace.dep_ptr[ops], n_data[ops]
+        for j in range(int(col.max(initial=0))):
+            at = np.flatnonzero(col > j)
+            column[j * n + lo + at] = pos[trace.dep_idx[first[at] + j]] + 1
+        before = stream[ops]
+        stream_col[lo:lo + ops.size] = np.where(before >= 0, pos[before] + 1, 0)
+        for preds in (before, buffer[ops]):  # stream, then buffer, after the data dependencies
+            held = preds >= 0
+            at = np.flatnonzero(held)
+            column[col[at].astype(np.int64) * n + lo + at] = pos[preds[at]] + 1
+            col = col + held
+    return table, stream_col
 
 
 def _topological(trace: Trace, table: np.ndarray, order: np.ndarray, schedule: str) -> np.ndarray:
