@@ -308,7 +308,10 @@ def _positions(keys: np.ndarray, wanted: np.ndarray, n_groups: int) -> np.ndarra
             raise VfasimError("invalid trace: a dependency names an op that was never emitted")
         return target
     group = keys // n_kinds
-    heads = np.flatnonzero(np.diff(group, prepend=-1))
+    starts = np.ones(group.size, bool)  # where a group begins
+    np.not_equal(group[1:], group[:-1], out=starts[1:])
+    heads = np.flatnonzero(starts)
+    del starts
     first = np.zeros(n_groups, np.int32)
     first[group[heads]] = heads
     rank = np.full(space, -1, np.int8)  # fewer than 128 kinds
