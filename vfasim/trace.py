@@ -163,7 +163,7 @@ class Trace:
         """SHA-256 over every column: equal digests mean identical traces."""
         h = hashlib.sha256(f"vfasim-trace-v{self.version}".encode())
         for arr in (*(getattr(self, c) for c in COLUMNS), self.dep_ptr, self.dep_idx):
-            h.update(np.ascontiguousarray(arr).tobytes())
+            h.update(np.ascontiguousarray(arr).data)  # the bytes themselves: no copy
         return h.hexdigest()
 
 
@@ -179,10 +179,13 @@ def validate(t: Trace) -> None:
     _check(t.dtype.max(initial=0) < len(DTYPES), "dtype code out of range")
     _check(t.work.min(initial=0) >= 0, "negative work count")
     _check(t.dep_ptr.shape == (n + 1,) and t.dep_ptr[0] == 0, "dep_ptr must have n+1 entries starting at 0")
-    _check(bool(np.all(np.diff(t.dep_ptr) >= 0)) and t.dep_ptr[-1] == t.dep_idx.size, "dep_ptr not monotonic")
-    owner = np.repeat(np.arange(n), np.diff(t.dep_ptr))
+    count = np.diff(t.dep_ptr)
+    _check(bool(np.all(count >= 0)) and t.dep_ptr[-1] == t.dep_idx.size, "dep_ptr not monotonic")
+    owner = np.repeat(np.arange(n, dtype=np.int32 if n < 2**31 else np.int64), count)
     _check(bool(np.all((t.dep_idx >= 0) & (t.dep_idx < owner))), "a dependency does not point to an earlier op")
-    _check(bool(np.all(t.stage[t.dep_idx] <= t.stage[owner])), "a dependency lies in a later stage than its op")
+    del owner
+    _check(bool(np.all(t.stage[t.dep_idx] <= np.repeat(t.stage, count))),
+           "a dependency lies in a later stage than its op")
     _check_buffers(t)
 
 
@@ -241,9 +244,15 @@ class TraceBuilder:
                                  ("kblock", -1 if kblock is None else kblock)):
                 self._ops[name].append(np.broadcast_to(values, keys.shape))
             for d in deps:
-                ok = np.flatnonzero(np.broadcast_to(d, keys.shape) >= 0)
-                self._deps["op"].append(first + ok)
-                self._deps["key"].append(np.broadcast_to(d, keys.shape)[ok])
+                d = np.broadcast_to(d, keys.shape)
+                named = d >= 0
+                if named.all():  # the usual case: no -1 to leave out
+                    self._deps["op"].append(np.arange(first, first + keys.size))
+                    self._deps["key"].append(d)
+                else:
+                    ok = np.flatnonzero(named)
+                    self._deps["op"].append(first + ok)
+                    self._deps["key"].append(d[ok])
         return keys
 
     def build(self) -> Trace:
@@ -263,29 +272,57 @@ class TraceBuilder:
         """The op columns in issue order (``keys`` sorted, ``order`` the emission position of each)."""
         n_kinds = len(KIND_NAMES)
         group = keys // n_kinds  # row * n_slots + step
-        row, step = (group // self.n_slots).astype(np.int32), (group % self.n_slots).astype(np.int32)
+        row = group // self.n_slots
+        kind = (keys - group * n_kinds).astype(np.uint8)  # keys % n_kinds, without a remainder pass
+        step = (group - row * self.n_slots).astype(np.int32)
         del group
-        return {"kind": (keys % n_kinds).astype(np.uint8), "row": row, "step": step,
+        return {"kind": kind, "row": row.astype(np.int32), "step": step,
                 "dtype": self._ops["dtype"].take()[order], "work": self._ops["work"].take()[order],
                 "kblock": self._ops["kblock"].take()[order]}
 
     def _resolve_deps(self, keys: np.ndarray, new_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """CSR dependency arrays in issue order, each op's dependencies sorted by id."""
-        n = max(keys.size, 1)
-        wanted = self._deps["key"].take()
+        target = _positions(keys, self._deps["key"].take(), self.n_rows * self.n_slots)
+        pairs = new_pos[self._deps["op"].take()].astype(np.int64)
+        pairs <<= 32
+        pairs |= target  # owner * 2^32 + target (ids < 2^31): sorted, by owner, then target
+        del target
+        pairs.sort(kind="stable")  # the same values in order: the stable sort merges the emitters' sorted runs
+        dep_ptr = np.zeros(keys.size + 1, np.int64)
+        np.cumsum(np.bincount(pairs >> 32, minlength=keys.size), out=dep_ptr[1:])  # owners in order: a streaming count
+        return dep_ptr, pairs.astype(np.int32)  # the low 32 bits: the target
+
+
+def _positions(keys: np.ndarray, wanted: np.ndarray, n_groups: int) -> np.ndarray:
+    """Position of each ``wanted`` key in the sorted, distinct ``keys``; a key never emitted is refused.
+
+    A key is group (row, slot) × kinds + kind, and a group holds at most one op of each kind. Where
+    the key space is not much larger than the trace, each group's first position and each key's rank
+    in its group (-1: none) are tabled, so a key is found with two look-ups, not a binary search.
+    """
+    n_kinds = len(KIND_NAMES)
+    space = n_groups * n_kinds
+    if space > 8 * keys.size + (1 << 22):
         target = np.searchsorted(keys, wanted)
         if target.size and not np.array_equal(keys[np.minimum(target, keys.size - 1)], wanted):
             raise VfasimError("invalid trace: a dependency names an op that was never emitted")
-        del wanted
-        pairs = new_pos[self._deps["op"].take()].astype(np.int64)
-        pairs *= n
-        pairs += target  # owner * n + target: sorted, by owner, then target
-        del target
-        pairs.sort()
-        dep_ptr = np.zeros(keys.size + 1, np.int64)
-        np.cumsum(np.bincount(pairs // n, minlength=keys.size), out=dep_ptr[1:])
-        pairs %= n
-        return dep_ptr, pairs.astype(np.int32)
+        return target
+    group = keys // n_kinds
+    starts = np.ones(group.size, bool)  # where a group begins
+    np.not_equal(group[1:], group[:-1], out=starts[1:])
+    heads = np.flatnonzero(starts)
+    del starts
+    first = np.zeros(n_groups, np.int32)
+    first[group[heads]] = heads
+    rank = np.full(space, -1, np.int8)  # fewer than 128 kinds
+    rank[keys] = np.arange(keys.size, dtype=np.int32) - first[group]
+    del group
+    if wanted.size and (wanted.min() < 0 or wanted.max() >= space):
+        raise VfasimError("invalid trace: a dependency names an op that was never emitted")
+    at = rank[wanted]
+    if np.any(at < 0):
+        raise VfasimError("invalid trace: a dependency names an op that was never emitted")
+    return first[wanted // n_kinds] + at
 
 
 class _Column:

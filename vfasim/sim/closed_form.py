@@ -27,7 +27,7 @@ from vfasim.sim.steady import SETTLE, TRIES, steady_runs, tile_period, try_exten
 from vfasim.trace import KIND_NAMES, Trace
 
 _CHUNK = 8192  # rows converted to Python lists at a time
-_PLACE_CHUNK = 16384  # ops whose rows are written with one set of array operations
+_PLACE_CHUNK = 1 << 17  # ops whose rows are written with one set of array operations
 _STEADY_ROWS = 50_000  # fewer rows are all relaxed one by one: looking for steady runs would cost more
 
 
@@ -39,7 +39,7 @@ def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.n
     ``chain`` its chain (-1 if none).
     """
     table, stream_col = _predecessor_table(trace, order, stream, buffer)
-    if np.any(table > np.arange(table.shape[0])[:, None]):  # a predecessor at or after its op
+    if _ahead(table):
         order = _topological(trace, table, order, schedule)
         table, stream_col = _predecessor_table(trace, order, stream, buffer)
     live = _live(table, stream_col, chain[order])
@@ -56,21 +56,40 @@ def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.n
     return end
 
 
+def _ahead(table: np.ndarray) -> bool:
+    """Whether some predecessor lies at or after its op's issue position (table rows are positions)."""
+    position = np.arange(1, table.shape[0] + 1, dtype=np.int32)  # entries are positions + 1
+    return any(bool(np.any(table[:, c] >= position)) for c in range(table.shape[1]))
+
+
 def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray,
                        buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per issue position, predecessor positions + 1 (0 = none), and the stream predecessor's."""
+    """Per issue position, predecessor positions + 1 (0 = none), and the stream predecessor's.
+
+    The table is column-major (every pass over it reads one column at a time) and is written in
+    issue order, ``_PLACE_CHUNK`` positions at a time (small temporaries)."""
     n = len(trace)
     pos = np.empty(n, np.int32)
     pos[order] = np.arange(n, dtype=np.int32)
     n_data = np.diff(trace.dep_ptr).astype(np.int32)
-    table = np.zeros((n, max(1, int((n_data + (stream >= 0) + (buffer >= 0)).max(initial=0)))), np.int32)
-    for j in range(int(n_data.max(initial=0))):
-        ops = np.flatnonzero(n_data > j)
-        table[pos[ops], j] = pos[trace.dep_idx[trace.dep_ptr[ops] + j]] + 1
-    for preds, col in ((stream, n_data), (buffer, n_data + (stream >= 0))):
-        ops = np.flatnonzero(preds >= 0)
-        table[pos[ops], col[ops]] = pos[preds[ops]] + 1
-    return table, np.where(stream >= 0, pos[stream] + 1, 0).astype(np.int32)[order]
+    width = max(1, int((n_data + (stream >= 0) + (buffer >= 0)).max(initial=0)))
+    table = np.zeros((n, width), np.int32, order="F")
+    column = table.T.reshape(-1)  # a view: column c of position i at c * n + i
+    stream_col = np.empty(n, np.int32)
+    for lo in range(0, n, _PLACE_CHUNK):
+        ops = order[lo:lo + _PLACE_CHUNK]  # the ops issued at positions lo, lo + 1, ...
+        first, col = trace.dep_ptr[ops], n_data[ops]
+        for j in range(int(col.max(initial=0))):
+            at = np.flatnonzero(col > j)
+            column[j * n + lo + at] = pos[trace.dep_idx[first[at] + j]] + 1
+        before = stream[ops]
+        stream_col[lo:lo + ops.size] = np.where(before >= 0, pos[before] + 1, 0)
+        for preds in (before, buffer[ops]):  # stream, then buffer, after the data dependencies
+            held = preds >= 0
+            at = np.flatnonzero(held)
+            column[col[at].astype(np.int64) * n + lo + at] = pos[preds[at]] + 1
+            col = col + held
+    return table, stream_col
 
 
 def _topological(trace: Trace, table: np.ndarray, order: np.ndarray, schedule: str) -> np.ndarray:
@@ -101,7 +120,9 @@ def _topological(trace: Trace, table: np.ndarray, order: np.ndarray, schedule: s
 
 def _pairwise(table: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two-input rows in order (row r's end is slot r + 1; slot 0 ends at cycle 0), and each op's row."""
-    degree = live.sum(axis=1, dtype=np.int32)
+    degree = np.zeros(live.shape[0], np.int32)
+    for c in range(live.shape[1]):  # a column at a time: no reduction along the short axis
+        degree += live[:, c]
     last = np.cumsum(np.maximum(degree - 1, 1), dtype=np.int32) - 1
     first = last - np.maximum(degree - 2, 0)
     del degree
@@ -115,28 +136,37 @@ def _pairwise(table: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _live(table: np.ndarray, stream_col: np.ndarray, chain: np.ndarray) -> np.ndarray:
     """Mask of the predecessors the latest end can come from alone."""
-    live = np.empty(table.shape, bool)
+    live = np.zeros(table.shape, bool, order="F")
     chained = chain >= 0
     for c in range(table.shape[1]):
         col = table[:, c]
-        keep = (col > 0) & ~((chain[np.maximum(col - 1, 0)] == chain) & chained & (col != stream_col))
+        held = np.count_nonzero(col)
+        at = slice(None) if 2 * held > col.size else np.flatnonzero(col)  # a sparse column: its entries only
+        pred = col[at]
+        keep = (pred > 0) & ~((chain[np.maximum(pred - 1, 0)] == chain[at]) & chained[at] & (pred != stream_col[at]))
         for earlier in range(c):
-            keep &= col != table[:, earlier]
-        live[:, c] = keep
+            keep &= pred != table[at, earlier]
+        live[at, c] = keep
     return live
 
 
 def _place(pairs: np.ndarray, table: np.ndarray, live: np.ndarray, first: np.ndarray, slot: np.ndarray) -> None:
     """Write the rows of some ops: predecessors 0 and 1 in their first row, each later one in a
     row of its own that also takes the previous row's end."""
+    flat = pairs.reshape(-1)  # row r's inputs at 2r and 2r + 1
+    first = 2 * first.astype(np.int64)  # where each op's first row starts in ``flat``
     rank = np.zeros(table.shape[0], np.int32)  # live predecessors placed so far
     for c in range(table.shape[1]):
         ops = np.flatnonzero(live[:, c])
-        k, pred = rank[ops], slot[table[ops, c]]
-        head = k < 2
-        pairs[first[ops[head]], k[head]] = pred[head]
-        row = first[ops[~head]] + k[~head] - 1
-        pairs[row, 0], pairs[row, 1] = row, pred[~head]
+        pred = slot[table[ops, c]]
+        if c < 2:  # ranks 0 and 1: the first row
+            flat[first[ops] + rank[ops]] = pred
+        else:
+            k = rank[ops]
+            head = k < 2
+            flat[first[ops[head]] + k[head]] = pred[head]
+            row = (first[ops[~head]] >> 1) + k[~head] - 1
+            flat[2 * row], flat[2 * row + 1] = row, pred[~head]
         rank[ops] += 1
 
 

@@ -101,16 +101,19 @@ def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
     if end.size == 0:
         return np.empty(0, np.int64)
     links = np.ascontiguousarray(bound, np.int32).data  # a memoryview: no Python int per op, unlike tolist()
-    path = array("q", [int(np.argmax(end))])  # 8 bytes a path op; argmax returns the lowest id on a tie
-    while links[path[-1]] >= 0 and len(path) <= len(links):
-        path.append(links[path[-1]])
-    if len(path) > len(links):
-        raise VfasimError("timeline's record of what ops waited on has a cycle")
-    return np.frombuffer(path, np.int64)[::-1].copy()
+    op = int(np.argmax(end))  # argmax returns the lowest id on a tie
+    path = array("q", [op])  # 8 bytes a path op
+    append = path.append
+    for _ in range(len(links)):  # a path without a cycle has fewer links than ops
+        op = links[op]
+        if op < 0:
+            return np.frombuffer(path, np.int64)[::-1].copy()
+        append(op)
+    raise VfasimError("timeline's record of what ops waited on has a cycle")
 
 
 def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: np.ndarray) -> CriticalPath:
-    dur = timeline.end_cycles - timeline.start_cycles
+    dur = timeline.durations
     names = timeline.pipeline_names
     on_path = timeline.pipeline[path]
     running = on_path >= 0
@@ -119,9 +122,8 @@ def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: n
     if idle < 0:
         raise VfasimError("critical path is longer than the latency: ops on the path overlap")
     by_pipeline = {**{name: int(crit[p]) for p, name in enumerate(names)}, IDLE: idle}
-    busy = np.bincount(timeline.pipeline[timeline.pipeline >= 0], weights=dur[timeline.pipeline >= 0],
-                       minlength=len(names)).astype(np.int64)
-    pipelines = {name: _pipeline_entry(int(crit[p]), int(busy[p]), timeline.total_cycles)
+    busy = timeline.busy_cycles
+    pipelines = {name: _pipeline_entry(int(crit[p]), busy[p], timeline.total_cycles)
                  for p, name in enumerate(names)}
     edge_counts = np.bincount(bound_kind[path[1:]], minlength=len(EDGE_KINDS))
     return CriticalPath(

@@ -49,7 +49,7 @@ Assumptions:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,6 +78,23 @@ class Timeline:
     wait_kind: np.ndarray | None = None  # int8 code into EDGE_KINDS of that edge, -1 if none
     schedule: str | None = None
 
+    @functools.cached_property
+    def durations(self) -> np.ndarray:
+        """Cycles each op runs: end − start (made once, read by the statistics and the critical path)."""
+        return self.end_cycles - self.start_cycles
+
+    @functools.cached_property
+    def busy_cycles(self) -> tuple[int, ...]:
+        """Per pipeline (as ``pipeline_names``), the cycles it runs ops: the sum of their durations.
+
+        Summed in one pass where float64 holds every partial sum exactly (all durations together below
+        2^53), else pipeline by pipeline in integers; both are the exact sums."""
+        dur, n = self.durations, len(self.pipeline_names)
+        if int(dur.sum()) < 2**53:
+            running = self.pipeline >= 0
+            return tuple(int(c) for c in np.bincount(self.pipeline[running], weights=dur[running], minlength=n)[:n])
+        return tuple(int(dur[self.pipeline == p].sum()) for p in range(n))
+
 
 def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> Timeline:
     """Run ``trace`` on ``hw``; deterministic for equal inputs."""
@@ -102,22 +119,17 @@ def _wait_record(trace: Trace, stream: np.ndarray, buffer: np.ndarray, start: np
     n = len(trace)
     waited_on, wait_kind = np.empty(n, np.int32), np.empty(n, np.int8)
     for lo in range(0, n, _CHUNK):
-        ops = np.arange(lo, min(lo + _CHUNK, n))
-        best = np.full(ops.size, np.iinfo(np.int64).max)
-        for kind, parent in _predecessors(trace, stream, buffer, ops):
-            hit = (parent >= 0) & (end[parent] == start[ops])
-            np.minimum(best, np.where(hit, kind * (n + 1) + parent, best), out=best)
-        bound = best < np.iinfo(np.int64).max
-        waited_on[ops] = np.where(bound, best % (n + 1), -1)
-        wait_kind[ops] = np.where(bound, best // (n + 1), -1)
+        hi = min(lo + _CHUNK, n)
+        begins = start[lo:hi]
+        found = np.full(hi - lo, n, np.int32)  # n: none yet
+        first, count = trace.dep_ptr[lo:hi], np.diff(trace.dep_ptr[lo:hi + 1])
+        for j in range(int(count.max(initial=0))):  # data: the lowest id among those it waited for
+            parent = trace.dep_idx[np.minimum(first + j, trace.dep_idx.size - 1)]
+            np.minimum(found, np.where((count > j) & (end[parent] == begins), parent, n), out=found)
+        kind = np.where(found < n, DATA, -1).astype(np.int8)
+        for code, parent in ((STREAM, stream[lo:hi]), (BUFFER, buffer[lo:hi])):  # then stream, then buffer
+            take = (kind < 0) & (parent >= 0) & (end[parent] == begins)
+            found[take], kind[take] = parent[take], code
+        waited_on[lo:hi] = np.where(kind >= 0, found, -1)
+        wait_kind[lo:hi] = kind
     return waited_on, wait_kind
-
-
-def _predecessors(trace: Trace, stream: np.ndarray, buffer: np.ndarray,
-                  ops: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-    """(edge kind, predecessor of each op in ``ops`` or -1) for every predecessor slot."""
-    first, count = trace.dep_ptr[ops], np.diff(trace.dep_ptr[ops[0]:ops[-1] + 2])
-    for j in range(int(count.max(initial=0))):
-        yield DATA, np.where(count > j, trace.dep_idx[np.minimum(first + j, trace.dep_idx.size - 1)], -1)
-    yield STREAM, stream[ops]
-    yield BUFFER, buffer[ops]

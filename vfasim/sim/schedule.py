@@ -56,12 +56,14 @@ def op_cycles(trace: Trace, hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]
     table[:, 0] = -1
     for code in present.tolist():
         table[code] = _price(hw, KIND_NAMES[code // len(DTYPES)], DTYPES[code % len(DTYPES)])
-    pipe = table[combo, 0].astype(np.int16)
-    fixed = table[combo, 3] + table[combo, 4]
-    body = trace.work * table[combo, 2] / table[combo, 1]
-    cycles = fixed + np.ceil(body)
-    share = table[combo, 5]
-    if np.any(share < 1.0):
+    pipe = table[:, 0].astype(np.int16)[combo]
+    fixed = (table[:, 3] + table[:, 4])[combo]
+    body = trace.work * table[combo, 2]
+    body /= table[combo, 1]
+    cycles = np.ceil(body)
+    cycles += fixed
+    if np.any(table[present, 5] < 1.0):
+        share = table[combo, 5]
         cycles = _issue_shared(trace, hw, pipe, cycles, fixed + np.ceil(body * share), share < 1.0)
     if cycles.sum() >= 2**62:  # the schedule's sums would leave int64
         raise VfasimError(f"{hw.name}: this trace would take over 2^62 cycles; the rates are implausibly low")
@@ -105,9 +107,9 @@ def issue_order(trace: Trace, hw: HardwareConfig, schedule: str) -> np.ndarray:
 
 def stream_order(trace: Trace, buffers: int) -> np.ndarray:
     """Op ids in software-pipelined issue order with ``buffers`` tiles in flight."""
-    tile = trace.tile_ids()
-    starts = (trace.kblock >= 0) & np.concatenate([[True], tile[1:] != tile[:-1]])[: len(trace)]
-    seen = np.cumsum(starts)  # tiles begun so far, in issue order
+    new_tile = np.ones(len(trace), bool)  # the op begins a (row, step) group
+    new_tile[1:] = (trace.row[1:] != trace.row[:-1]) | (trace.step[1:] != trace.step[:-1])
+    seen = np.cumsum(new_tile & (trace.kblock >= 0))  # tiles begun so far, in issue order
     slot = np.maximum.accumulate(np.where(trace.step == 0, seen, seen - 1))
     stage = trace.stage.astype(np.int64)
     key = (slot + np.minimum(stage, buffers - 1)) * 256 + stage
@@ -130,17 +132,21 @@ def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, sched
         before[1:] = np.arange(pipe.size - 1)
         return before, np.zeros(pipe.size, np.int32)
     chain = np.full(pipe.size, -1, np.int32)
-    offset, names = 0, list(hw.pipelines)
-    for group in hw.issue_streams():
+    offset, names, streams = 0, list(hw.pipelines), hw.issue_streams()
+    of_pipe = np.full(len(names) + 1, -1, np.int8)  # stream of each pipeline index; the last: fused ops (-1)
+    for g, group in enumerate(streams):
+        of_pipe[[names.index(n) for n in group]] = g
+    of_issued = of_pipe[pipe[order]]  # each issued op's stream
+    for g, group in enumerate(streams):
         head = hw.pipelines[group[0]]
-        stream = order[np.isin(pipe[order], [names.index(n) for n in group])]
+        stream = order[of_issued == g]
         if head.units_by == "row":
             unit = row[stream] % head.units
             grouped = np.argsort(unit, kind="stable")  # each unit's ops, in issue order
             by_unit, same = stream[grouped], np.diff(unit[grouped]) == 0  # same: i + 1 follows i on its unit
             before[by_unit[1:][same]] = by_unit[:-1][same]
         else:
-            unit = np.arange(stream.size) % head.units
+            unit = np.arange(stream.size) % head.units if head.units > 1 else 0  # one unit: every op on unit 0
             if stream.size > head.units:
                 before[stream[head.units:]] = stream[: -head.units]
         chain[stream] = offset + unit

@@ -41,14 +41,14 @@ class TimingStats:
 
 def timing_stats(trace: Trace, timeline: Timeline, hw: HardwareConfig) -> TimingStats:
     total = timeline.total_cycles
-    dur = timeline.end_cycles - timeline.start_cycles
+    dur = timeline.durations
     pipelines = {}
-    for p, name in enumerate(timeline.pipeline_names):
-        busy = int(dur[timeline.pipeline == p].sum())
+    for name, busy in zip(timeline.pipeline_names, timeline.busy_cycles):
         capacity = hw.pipelines[name].units * total
         pipelines[name] = {"busy_cycles": busy, "utilization": busy / capacity if capacity else 0.0}
     by_kind = np.bincount(trace.kind, weights=dur, minlength=len(KIND_NAMES))
-    ops = {KIND_NAMES[k]: int(c) for k, c in enumerate(by_kind) if np.any(trace.kind == k)}
+    present = np.bincount(trace.kind, minlength=len(KIND_NAMES)) > 0
+    ops = {KIND_NAMES[k]: int(c) for k, c in enumerate(by_kind) if present[k]}
     by_class = {c: sum(v for k, v in ops.items() if OP_KINDS[k][0] == c) for c in SHARE_CLASSES}
     denom = sum(by_class.values())
     shares = {c: (v / denom if denom else 0.0) for c, v in by_class.items()}

@@ -52,10 +52,15 @@ def _repeats(pairs: np.ndarray, cycles: np.ndarray, period: int) -> np.ndarray:
     same = np.empty(cycles.size - period, bool)
     for lo in range(0, same.size, _CHUNK):
         hi = min(lo + _CHUNK, same.size)
-        now, before = pairs[period + lo:period + hi], pairs[lo:hi]
-        shifted = (before > 0) & (now - before == period)
-        ok = (shifted | (now == before)).all(axis=1) & shifted.any(axis=1)
-        same[lo:hi] = ok & (cycles[period + lo:period + hi] == cycles[lo:hi])
+        ok = cycles[period + lo:period + hi] == cycles[lo:hi]
+        moved = np.zeros(hi - lo, bool)  # some predecessor shifted
+        for c in range(pairs.shape[1]):  # a column at a time: no reductions along the short axis
+            before = pairs[lo:hi, c]
+            step = pairs[period + lo:period + hi, c] - before
+            shifted = (step == period) & (before > 0)
+            ok &= shifted | (step == 0)
+            moved |= shifted
+        same[lo:hi] = ok & moved
     return same
 
 
@@ -67,7 +72,7 @@ def try_extend(ends: array, pairs: np.ndarray, p: int, end: int, period: int) ->
     rows = _steady_ends(np.frombuffer(ends, np.int64), pairs, p, end, period)
     if rows is None:
         return False
-    ends.frombytes(rows.tobytes())
+    ends.frombytes(rows.data.cast("B"))  # the bytes themselves: no copy
     return True
 
 
@@ -76,10 +81,11 @@ def _steady_ends(ends: np.ndarray, pairs: np.ndarray, p: int, end: int, period: 
     delta = int(ends[p] - ends[p - period])
     if delta < 0 or not _fixed_never_latest(ends, pairs, p, min(end - p, period), period):
         return None
-    head = pairs[p:end]
-    shifted = _shifted(pairs, p, head.shape[0], period)
-    early = shifted & (head <= p)  # predecessors already relaxed (slot <= p: rows before p)
-    if np.any(ends[head[early]] - ends[head[early] - period] != delta):
+    flat = pairs.reshape(-1)  # row r's inputs at 2r and 2r + 1
+    early = np.flatnonzero(flat[2 * p:2 * end] <= p)  # predecessors already relaxed (slot <= p: rows before p)
+    now, before = flat[2 * p + early], flat[2 * (p - period) + early]
+    early = now[(before > 0) & (now == before + period)]  # those of them shifted
+    if np.any(ends[early] - ends[early - period] != delta):
         return None
     periods = -(-(end - p) // period)
     steps = np.arange(1, periods + 1, dtype=np.int64)[:, None] * delta

@@ -1,0 +1,65 @@
+"""Bit-identity of one-core runs across a change: record the outputs of a checkout, compare another's.
+
+Usage::
+
+    python benchmarks/check_identical.py record DIR    # before the change (a clean checkout)
+    python benchmarks/check_identical.py compare DIR   # after it: every output byte for byte
+
+Runs (each ``python -m vfasim.cli run ... --no-cache`` in a child, twice: the text report, whose
+``trace ...`` line holds the trace digest, and ``--json``): C4V16 fa2, vfa, vsa and fa4 at 1K, 4K
+and 16K, causal and not (full numerics); the default run; fa2 and vfa at 128K causal with
+``--numerics off``. The checkout timed is the one this interpreter imports ``vfasim`` from.
+Not a benchmark: it prints no times, only which outputs differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+CASES: list[tuple[str, list[str]]] = [("default", [])]
+CASES += [(f"{algo}-{n // 1024}k-{'causal' if causal else 'full'}",
+           ["--hw", "C4V16", "--algo", algo, "--seq-len", str(n), "--causal" if causal else "--no-causal"])
+          for algo in ("fa2", "vfa", "vsa", "fa4") for n in (1024, 4096, 16384) for causal in (True, False)]
+CASES += [(f"{algo}-128k-off", ["--algo", algo, "--seq-len", "131072", "--numerics", "off"]) for algo in ("fa2", "vfa")]
+
+
+def _outputs(name: str, args: list[str]) -> dict[str, bytes]:
+    out = {}
+    for suffix, extra in (("txt", []), ("json", ["--json"])):
+        done = subprocess.run([sys.executable, "-m", "vfasim.cli", "run", *args, "--quiet", "--no-cache", *extra],
+                              capture_output=True, check=True)
+        out[f"{name}.{suffix}"] = done.stdout
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Record or compare one-core run outputs byte for byte.")
+    parser.add_argument("mode", choices=("record", "compare"))
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    differ = 0
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for outputs in pool.map(lambda case: _outputs(*case), CASES):
+            for file, data in outputs.items():
+                path = args.dir / file
+                if args.mode == "record":
+                    path.write_bytes(data)
+                    status = "recorded"
+                else:
+                    same = path.read_bytes() == data
+                    differ += not same
+                    status = "identical" if same else "DIFFERS"
+                print(f"{file:<28}{status}", flush=True)
+    if args.mode == "compare":
+        print(f"{2 * len(CASES) - differ} of {2 * len(CASES)} outputs identical")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
