@@ -2,13 +2,14 @@
 
 Usage: python experiments/real_chips/chain.py [--table validation/chain_h100_2026_11/chain.csv] [--out DIR]
 
-Reads the harness's ``chain`` table: the Triton FA2 kernel timed in alternation with VFA's attention kernel and with
-the same loop without its softmax (``triton_dots``), with one 128-row query block per CTA, one CTA per SM (132) and two per SM (264), at K/V lengths 2048 and 16384. The time of
-one more key block in every CTA is the difference over the key blocks between the two lengths. The model runs
-shapes with the same CTAs per SM on the table's chip with the ``triton`` kernel (numerics off): seq_len 4224 and
-16896 (33 and 132 key blocks of 128, or 66 and 264 of 64), with as many heads as give 132 or 264 CTAs, and takes the
-same difference; its no-softmax loop is FA2 with the softmax's ops fused away (as ``softmax_share.py`` does). The
-softmax's exposed time is FA2's less the no-softmax loop's. At head dims 128 and 256 two CTAs do not fit on an SM, so 264 CTAs are two waves in both.
+Reads the harness's ``chain`` table: the Triton FA2 kernel timed in alternation with VFA's attention kernel and
+with the same loop without its softmax (``triton_dots``), with one 128-row query block per CTA, one CTA per SM
+(132) and two per SM (264), at K/V lengths 2048 and 16384. The time of one more key block in every CTA is the
+difference over the key blocks between the two lengths. The model runs shapes with the same CTAs per SM on the
+table's chip with the ``triton`` kernel (numerics off): seq_len 4224 and 16896 (33 and 132 key blocks of 128, or 66
+and 264 of 64), with as many heads as give 132 or 264 CTAs, and takes the same difference; its no-softmax loop is
+FA2 with the softmax's ops fused away (as ``softmax_share.py`` does). The softmax's exposed time is FA2's less the
+no-softmax loop's. At head dims 128 and 256 two CTAs do not fit on an SM, so 264 CTAs are two waves in both.
 Writes DIR/chain[_<chip>].csv and .md (default DIR: experiments/real_chips/out).
 """
 

@@ -31,7 +31,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 COLUMNS = ("chip", "dtype", "causal", "head_dim", "seq_len", "batch", "heads", "fa2_us", "vfa_us", "vfa_attn_us",
            "measured_speedup", "predicted_speedup", "speedup_error", "measured_attn_speedup",
-           "predicted_attn_speedup", "attn_speedup_error", "paired_attn_speedup", "paired_error", "predicted_fa2_us", "fa2_error")
+           "predicted_attn_speedup", "attn_speedup_error", "paired_attn_speedup", "paired_error", "predicted_fa2_us",
+           "fa2_error")
 #: the same kernels timed in alternation on the same GPU model
 PAIRED = {"gpu_h100_2026_11": "pairs_h100_2026_11/pairs.csv", "gpu_h200_2026_11": "pairs_h200_2026_11/pairs.csv"}
 KEY = ("chip", "dtype", "head_dim", "causal", "seq_len", "batch", "heads", "kv_heads", "seq_len_q", "mode")
@@ -98,7 +99,8 @@ def summary(rows: list[dict], unstable: int) -> str:
     attn = np.array([r["attn_speedup_error"] for r in rows])
     within = int(np.sum(np.abs(attn) <= 0.03))
     return (f"{len(rows)} shapes ({unstable} left out: unstable measurement). VFA/FA2 speedup, predicted - measured: "
-            f"with the pre-pass mean {err.mean():+.3f}, mean |.| {np.abs(err).mean():.3f}, worst {err[np.abs(err).argmax()]:+.3f}; "
+            f"with the pre-pass mean {err.mean():+.3f}, mean |.| {np.abs(err).mean():.3f}, "
+            f"worst {err[np.abs(err).argmax()]:+.3f}; "
             f"attention kernel alone mean {attn.mean():+.3f}, mean |.| {np.abs(attn).mean():.3f}, "
             f"worst {attn[np.abs(attn).argmax()]:+.3f}; within 0.03 on {within} of {len(rows)}" + _against_pairs(rows))
 
