@@ -204,8 +204,9 @@ def test_the_paired_tables_cover_the_fa3_regime_grid_with_both_kernels(table):
     assert "finished: true" in path.with_suffix(".yaml").read_text()
 
 
-def test_the_chain_table_has_every_cta_count_and_length():
-    path = ROOT / "validation" / "chain_h100_2026_11" / "chain.csv"
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_chain_table_has_every_cta_count_and_length(gpu):
+    path = ROOT / "validation" / f"chain_{gpu}_2026_11" / "chain.csv"
     assert R.check_table_file(path, R.CHAIN) == 72
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
