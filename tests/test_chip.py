@@ -444,3 +444,26 @@ def test_the_lazy_event_loop_makes_every_unit_as_the_eager_one(hw, kwargs, monke
         for name in ("start", "end", "core", "slot", "bound", "hbm_bytes", "l2_hit_bytes"):
             assert np.array_equal(getattr(e, name), getattr(la, name)), name
     assert eager[0].samples and not lazy[0].samples
+
+
+def test_a_kernel_in_phase_makes_its_matmuls_and_exps_take_turns_at_its_own_exp_share():
+    # the triton kernel runs its softmax in phase (exp_beside_mma false) with its exps holding the FP32 stream for half
+    # their cycles; its core carries both, and a chip run of two CTAs per SM is slower in phase than with exps beside
+    # the other CTA's matmuls, while a core whose exp has its own stream ignores the share
+    from vfasim.chip.run import tuned_core
+    from vfasim.hw.chip import KernelTuning
+
+    triton = load_kernel("triton")
+    assert not triton.exp_beside_mma and triton.exp_issue_share == 0.5
+    h100 = load_hw("H100-SXM")
+    core = tuned_core(h100, KernelTuning(), triton)
+    assert core.take_turns == ("tensor", "exp") and core.pipelines["exp"].issue_share == 0.5
+    assert h100.pipelines["exp"].issue_share == 1.0 and h100.take_turns == ()  # the chip itself is unchanged
+    b200 = load_hw("B200")
+    assert tuned_core(b200, KernelTuning(), triton).pipelines["exp"].issue_share == 1.0  # its exp streams alone
+    kw = dict(seq_len=4096, head_dim=64, heads=66, batch=1, numerics_heads=0)
+    beside = triton.model_copy(update={"exp_beside_mma": True})
+    in_phase = vfasim.run("H100-SXM", "fa2", kernel=triton, **kw)
+    overlapped = vfasim.run("H100-SXM", "fa2", kernel=beside, **kw)
+    assert in_phase.chip["streams_per_core"] == 2  # two CTAs share each SM
+    assert in_phase.latency_cycles > overlapped.latency_cycles

@@ -58,7 +58,7 @@ def traces(draw) -> Trace:
 def cores(draw) -> HardwareConfig:
     """Four pipelines with rates for every dtype, 1-3 units each dealt by issue order or by row, any op kind
     on any of them or fused; half the time the exp pipeline shares the vector pipeline's stream, holding it for all
-    or half of its cycles."""
+    or half of its cycles; some cores make their matmuls and exps (and vector ops) take turns."""
     roles = {"cube": "tensor", "vector": "vector", "exp": "exp", "mover": "memory"}
     pipelines = {name: {"role": role, "units": draw(st.integers(1, 3)), "units_by": draw(st.sampled_from(["issue", "row"])),
                         "startup_cycles": draw(st.integers(0, 3)), "issue_overhead_cycles": draw(st.integers(0, 2)),
@@ -72,7 +72,8 @@ def cores(draw) -> HardwareConfig:
         "name": "random", "clock_ghz": 1.0, "score_buffers": draw(st.integers(1, 4)),
         "precision": {"matmul": "float16", "vector": "float32"}, "pipelines": pipelines,
         "op_map": {k: draw(st.sampled_from([*roles, *roles, "fused"])) for k in KIND_NAMES},
-        "work_factor": {k: draw(st.sampled_from([0.5, 2.5])) for k in factors}})
+        "work_factor": {k: draw(st.sampled_from([0.5, 2.5])) for k in factors},
+        "take_turns": draw(st.sampled_from([(), ("tensor", "exp"), ("exp", "tensor", "vector")]))})
 
 
 SCHEDULE = st.sampled_from(["pipelined", "serial"])

@@ -46,7 +46,7 @@ def test_two_buffers_path_runs_on_the_cube():
     assert cp.latency_cycles == 23
     assert cp.by_pipeline == {"cube": 20, "vector": 0, "exp": 0, "mover": 3, "idle": 0}
     assert cp.by_kind == {"qk_matmul": 10, "pv_matmul": 10, "load_k": 3}
-    assert cp.bound_by == {"data": 2, "stream": 2, "buffer": 0, "port": 0}
+    assert cp.bound_by == {"data": 2, "stream": 2, "buffer": 0, "port": 0, "turn": 0}
     assert cp.pipelines["cube"] == {"critical_cycles": 20, "busy_cycles": 20, "off_path_cycles": 0,
                                     "critical_share": pytest.approx(20 / 23)}
     assert cp.pipelines["exp"]["off_path_cycles"] == 8
@@ -58,7 +58,7 @@ def test_one_buffer_path_goes_through_both_exps():
     cp = crit(hand_trace(TWO_TILES), tiny_hw(score_buffers=1))
     assert cp.ops.tolist() == [0, 1, 2, 3, 5, 6, 7]
     assert cp.by_pipeline == {"cube": 20, "vector": 0, "exp": 8, "mover": 3, "idle": 0}
-    assert cp.bound_by == {"data": 5, "stream": 1, "buffer": 0, "port": 0}
+    assert cp.bound_by == {"data": 5, "stream": 1, "buffer": 0, "port": 0, "turn": 0}
 
 
 def test_buffer_edge_on_the_path():
@@ -67,7 +67,7 @@ def test_buffer_edge_on_the_path():
     cp = crit(hand_trace(ops), tiny_hw(score_buffers=1))
     assert cp.ops.tolist() == [0, 1, 4, 5, 6, 7]
     assert cp.by_pipeline == {"cube": 15, "vector": 0, "exp": 4, "mover": 42, "idle": 0}
-    assert cp.bound_by == {"data": 4, "stream": 0, "buffer": 1, "port": 0}
+    assert cp.bound_by == {"data": 4, "stream": 0, "buffer": 1, "port": 0, "turn": 0}
 
 
 def test_ties_prefer_data_deps_then_lower_ids():

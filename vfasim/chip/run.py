@@ -161,7 +161,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
         raise VfasimError(f"hw config {hw.name}: decode on a chip needs memory figures (chip.hbm, chip.l2)")
     tuning = chip.kernel_tuning.get(kernel.name) or KernelTuning(
         tensor_efficiency=chip.mma_efficiency.get(kernel.mma, 1.0))
-    core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning)
+    core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning, kernel)
     priced = op_cycles(trace, core)  # prices every op by its own dtype: refuses one the config has no rate for
     streams = occupancy(kernel, rule, shape, chip.core_limits)
     group = kernel.streams_per_cta(rule) if geo.n_qblocks > 1 else 1
@@ -211,14 +211,20 @@ def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileS
     return int(np.ceil(chip.launch_overhead_us * hw.clock_ghz * 1e3 + latency + max(compute, memory)))
 
 
-def tuned_core(hw: HardwareConfig, tuning: KernelTuning) -> HardwareConfig:
-    """The core as a kernel sees it: tensor pipelines at the kernel's efficiency on this chip."""
-    if tuning.tensor_efficiency == 1.0:
-        return hw
-    pipes = {name: p.model_copy(update={"throughput": {d: r * tuning.tensor_efficiency
-                                                       for d, r in p.throughput.items()}})
-             if p.role == "tensor" else p for name, p in hw.pipelines.items()}
-    return hw.model_copy(update={"pipelines": pipes})
+def tuned_core(hw: HardwareConfig, tuning: KernelTuning, kernel: Kernel) -> HardwareConfig:
+    """The core as a kernel sees it: tensor pipelines at the kernel's efficiency on this chip, exps holding a shared
+    issue stream for the kernel's share (``Kernel.exp_issue_share``), matmuls and exps taking turns when the kernel
+    runs its softmax in phase (``Kernel.exp_beside_mma`` false)."""
+    update: dict = {} if kernel.exp_beside_mma else {"take_turns": ("tensor", "exp")}
+    share, eff = kernel.exp_issue_share, tuning.tensor_efficiency
+    pipes = {name: p.model_copy(update={"throughput": {d: r * eff for d, r in p.throughput.items()}})
+             if p.role == "tensor" and eff != 1.0
+             else p.model_copy(update={"issue_share": share})
+             if p.role == "exp" and share is not None and p.shares_issue_with is not None else p
+             for name, p in hw.pipelines.items()}
+    if any(pipes[n] is not p for n, p in hw.pipelines.items()):
+        update["pipelines"] = pipes
+    return hw.model_copy(update=update) if update else hw
 
 
 def timing_core(core: HardwareConfig, mma_per_stream: bool, operand_warps: int, streams: int, shape: TileShape,

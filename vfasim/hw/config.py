@@ -125,6 +125,10 @@ class HardwareConfig(_Strict):
     work_factor: dict[str, Annotated[float, Field(strict=True)]] = Field(
         default_factory=dict, description="Op kind -> multiplier on its work (e.g. reduction cost)")
     chip: ChipSpec | None = Field(default=None, description="Many such cores sharing L2 and HBM (absent: one core)")
+    take_turns: tuple[Role, ...] = Field(
+        default=(), description="Pipeline roles whose ops take turns core-wide, in issue order, whatever their streams "
+        "(a kernel whose warp groups reach the softmax in phase sets tensor and exp: its exps never run beside its "
+        "matmuls); empty: none")
 
     @model_validator(mode="after")
     def _consistent(self) -> HardwareConfig:
@@ -143,6 +147,8 @@ class HardwareConfig(_Strict):
                                  f"(0, {MAX_WORK_FACTOR:g}]")
         self._check_rates()
         self._check_shared_issue()
+        if len(set(self.take_turns)) != len(self.take_turns) or len(self.take_turns) == 1:
+            raise ValueError(f"take_turns must name two or more distinct roles, got {list(self.take_turns)}")
         return self
 
     def _check_shared_issue(self) -> None:

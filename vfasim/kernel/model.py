@@ -198,6 +198,14 @@ class Kernel(_Strict):
     producer_registers_per_thread: int = Field(strict=True, default=0, ge=0, le=255)
     score_buffers: int = Field(strict=True, gt=0, le=4, description="Score tiles in flight per stream: 1 runs softmax after "
                                "each QK matmul; 2 overlaps one tile's softmax with the next tile's matmuls")
+    exp_issue_share: float | None = Field(
+        strict=True, default=None, gt=0, le=1, description="Where the chip's exp pipeline shares the FP32 issue stream: "
+        "the share of each exp's cycles the kernel's exps hold it (its instruction schedule interleaves them with its "
+        "FP32 work); absent: the chip's issue_share")
+    exp_beside_mma: bool = Field(default=True, description="A core's exps may run beside its matmuls (one stream's "
+                                 "softmax overlapping another's MMAs); false: the kernel's warp groups, and the CTAs "
+                                 "sharing a core, reach the softmax in phase (no ping-pong schedule), so its exps and "
+                                 "matmuls take turns on the core")
     kv_stages: int = Field(strict=True, gt=0, le=8, description="K/V pipeline stages")
     kv_ring: bool = Field(default=False, description="K and V tiles share one ring of kv_stages buffers (each "
                           "stage holds a K or a V tile); false: each stage holds a K and a V tile")

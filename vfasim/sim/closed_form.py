@@ -32,16 +32,16 @@ _STEADY_ROWS = 50_000  # fewer rows are all relaxed one by one: looking for stea
 
 
 def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.ndarray, chain: np.ndarray,
-               buffer: np.ndarray, schedule: str) -> np.ndarray:
+               buffer: np.ndarray, turn: np.ndarray, schedule: str) -> np.ndarray:
     """End of every op (by op id), visited in ``order`` (the issue order) where it is topological.
 
-    ``stream`` and ``buffer`` give each op's stream and buffer predecessor (-1 if none),
+    ``stream``, ``buffer`` and ``turn`` give each op's stream, buffer and turn predecessor (-1 if none),
     ``chain`` its chain (-1 if none).
     """
-    table, stream_col = _predecessor_table(trace, order, stream, buffer)
+    table, stream_col = _predecessor_table(trace, order, stream, buffer, turn)
     if _ahead(table):
         order = _topological(trace, table, order, schedule)
-        table, stream_col = _predecessor_table(trace, order, stream, buffer)
+        table, stream_col = _predecessor_table(trace, order, stream, buffer, turn)
     live = _live(table, stream_col, chain[order])
     del stream_col
     pairs, last = _pairwise(table, live)
@@ -62,8 +62,8 @@ def _ahead(table: np.ndarray) -> bool:
     return any(bool(np.any(table[:, c] >= position)) for c in range(table.shape[1]))
 
 
-def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray,
-                       buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray, buffer: np.ndarray,
+                       turn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per issue position, predecessor positions + 1 (0 = none), and the stream predecessor's.
 
     The table is column-major (every pass over it reads one column at a time) and is written in
@@ -72,7 +72,7 @@ def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray,
     pos = np.empty(n, np.int32)
     pos[order] = np.arange(n, dtype=np.int32)
     n_data = np.diff(trace.dep_ptr).astype(np.int32)
-    width = max(1, int((n_data + (stream >= 0) + (buffer >= 0)).max(initial=0)))
+    width = max(1, int((n_data + (stream >= 0) + (buffer >= 0) + (turn >= 0)).max(initial=0)))
     table = np.zeros((n, width), np.int32, order="F")
     column = table.T.reshape(-1)  # a view: column c of position i at c * n + i
     stream_col = np.empty(n, np.int32)
@@ -84,7 +84,7 @@ def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray,
             column[j * n + lo + at] = pos[trace.dep_idx[first[at] + j]] + 1
         before = stream[ops]
         stream_col[lo:lo + ops.size] = np.where(before >= 0, pos[before] + 1, 0)
-        for preds in (before, buffer[ops]):  # stream, then buffer, after the data dependencies
+        for preds in (before, buffer[ops], turn[ops]):  # stream, buffer, turn, after the data dependencies
             held = preds >= 0
             at = np.flatnonzero(held)
             column[col[at].astype(np.int64) * n + lo + at] = pos[preds[at]] + 1

@@ -16,8 +16,10 @@ Conventions (the tests pin these down):
   t + min(s, B − 1), and within a step stages go in order, so the cube runs
   ahead of the vector side by up to B − 1 tiles. A tile buffer taken by a load
   is free again once the op the trace names as freeing it has ended, and the
-  core has B buffers of each kind. ``serial``: one stream for the whole core,
-  in issue order — no overlap at all. (``schedule.py`` has the details.)
+  core has B buffers of each kind. Ops of the pipeline roles a config names in
+  ``take_turns`` (set by a kernel whose exps never run beside its matmuls) also
+  wait for the previous such op in issue order. ``serial``: one stream for the
+  whole core, in issue order — no overlap at all. (``schedule.py`` has the details.)
 
 Method: ops are visited in issue order, a topological order of every edge
 above (where a trace's buffer use runs against it, the earliest-issued-first
@@ -30,7 +32,7 @@ or row mod units under ``units_by: row``, each unit then a one-slot resource)
 and never more than ``units`` run at once; the resource never makes an op wait
 (a test checks the two agree on random traces and cores). Each op records the
 predecessor whose end it waited for and the edge kind (ties: data
-dependencies, then stream, then buffer; lower op id first); the critical path
+dependencies, then stream, then buffer, then turn; lower op id first); the critical path
 is read from that record.
 
 A faster unit never slows the kernel: every end is a maximum over paths of a
@@ -56,8 +58,9 @@ import numpy as np
 
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim.closed_form import end_cycles
-from vfasim.sim.schedule import (BUFFER, DATA, SCHEDULES, STREAM, buffer_predecessors, check_schedule,
-                                 issue_order, op_cycles, schedule_edges, stream_chains, stream_order)
+from vfasim.sim.schedule import (BUFFER, DATA, SCHEDULES, STREAM, TURN, buffer_predecessors, check_schedule,
+                                 issue_order, op_cycles, schedule_edges, stream_chains, stream_order,
+                                 turn_predecessors)
 from vfasim.trace import Trace
 
 __all__ = ["SCHEDULES", "Timeline", "op_cycles", "schedule_edges", "simulate", "stream_order"]
@@ -103,19 +106,20 @@ def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> T
     order = issue_order(trace, hw, schedule)
     stream, chain = stream_chains(pipe, order, hw, schedule, trace.row)
     buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
-    end = end_cycles(trace, order, cycles, stream, chain, buffer, schedule)
+    turn = turn_predecessors(pipe, order, hw, schedule)
+    end = end_cycles(trace, order, cycles, stream, chain, buffer, turn, schedule)
     del order, chain
     start = end - cycles
     del cycles
-    waited_on, wait_kind = _wait_record(trace, stream, buffer, start, end)
+    waited_on, wait_kind = _wait_record(trace, stream, buffer, turn, start, end)
     return Timeline(start, end, pipe, tuple(hw.pipelines), int(end.max(initial=0)), waited_on, wait_kind,
                     schedule)
 
 
-def _wait_record(trace: Trace, stream: np.ndarray, buffer: np.ndarray, start: np.ndarray,
+def _wait_record(trace: Trace, stream: np.ndarray, buffer: np.ndarray, turn: np.ndarray, start: np.ndarray,
                  end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per op, the predecessor whose end its start equals and the edge kind (-1, -1 if none);
-    ties go to data dependencies, then stream, then buffer, then the lower op id."""
+    ties go to data dependencies, then stream, then buffer, then turn, then the lower op id."""
     n = len(trace)
     waited_on, wait_kind = np.empty(n, np.int32), np.empty(n, np.int8)
     for lo in range(0, n, _CHUNK):
@@ -127,7 +131,7 @@ def _wait_record(trace: Trace, stream: np.ndarray, buffer: np.ndarray, start: np
             parent = trace.dep_idx[np.minimum(first + j, trace.dep_idx.size - 1)]
             np.minimum(found, np.where((count > j) & (end[parent] == begins), parent, n), out=found)
         kind = np.where(found < n, DATA, -1).astype(np.int8)
-        for code, parent in ((STREAM, stream[lo:hi]), (BUFFER, buffer[lo:hi])):  # then stream, then buffer
+        for code, parent in ((STREAM, stream[lo:hi]), (BUFFER, buffer[lo:hi]), (TURN, turn[lo:hi])):
             take = (kind < 0) & (parent >= 0) & (end[parent] == begins)
             found[take], kind[take] = parent[take], code
         waited_on[lo:hi] = np.where(kind >= 0, found, -1)

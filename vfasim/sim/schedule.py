@@ -9,7 +9,10 @@ arbitrated memory ports of a chip model and never made here):
   ``units`` places before it, or (``units_by: row``) its row's previous op on
   that unit (``serial``: the op before it in issue order);
 - buffer: the i-th op taking a tile buffer waits for the (i − B)-th op freeing
-  it, B = ``score_buffers`` (``pipelined`` only).
+  it, B = ``score_buffers`` (``pipelined`` only);
+- turn: an op of a pipeline whose role is in ``take_turns`` waits for the
+  previous such op in issue order, whatever its stream (``pipelined`` only:
+  ``serial`` already runs every op in turn).
 
 The ``pipelined`` issue order places an op in slot g + min(stage, B − 1), where
 g is the index of its tile (prelude ops take the index of their row's next
@@ -34,8 +37,8 @@ from vfasim.trace import BUFFERS, DTYPES, KIND_NAMES, OP_KINDS, Trace
 
 SCHEDULES = ("pipelined", "serial")
 #: what an op can wait on; codes are indices (data first: the tie-break order of the critical path)
-EDGE_KINDS: tuple[str, ...] = ("data", "stream", "buffer", "port")
-DATA, STREAM, BUFFER, PORT = range(len(EDGE_KINDS))
+EDGE_KINDS: tuple[str, ...] = ("data", "stream", "buffer", "port", "turn")
+DATA, STREAM, BUFFER, PORT, TURN = range(len(EDGE_KINDS))
 
 
 def check_schedule(schedule: str) -> None:
@@ -166,6 +169,17 @@ def buffer_predecessors(trace: Trace, buffers: int, schedule: str) -> np.ndarray
     return before
 
 
+def turn_predecessors(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, schedule: str) -> np.ndarray:
+    """Per op, the op of a ``take_turns`` role issued before it (-1 if none, or not such an op)."""
+    before = np.full(pipe.size, -1, np.int32)
+    if schedule == "serial" or not hw.take_turns:
+        return before
+    taking = np.array([p.role in hw.take_turns for p in hw.pipelines.values()] + [False])  # last: fused ops
+    turns = order[taking[pipe[order]]]
+    before[turns[1:]] = turns[:-1]
+    return before
+
+
 def schedule_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray,
                    schedule: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(parent, child, edge kind code) of every edge the schedule makes an op wait on."""
@@ -173,8 +187,10 @@ def schedule_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray,
     order = issue_order(trace, hw, schedule)
     stream, _ = stream_chains(pipe, order, hw, schedule, trace.row)
     buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
+    turn = turn_predecessors(pipe, order, hw, schedule)
     ids = np.arange(n)
     parts = [(trace.dep_idx, np.repeat(ids, np.diff(trace.dep_ptr)), DATA),
-             (stream[stream >= 0], ids[stream >= 0], STREAM), (buffer[buffer >= 0], ids[buffer >= 0], BUFFER)]
+             (stream[stream >= 0], ids[stream >= 0], STREAM), (buffer[buffer >= 0], ids[buffer >= 0], BUFFER),
+             (turn[turn >= 0], ids[turn >= 0], TURN)]
     return (np.concatenate([p.astype(np.int64) for p, _, _ in parts]), np.concatenate([c for _, c, _ in parts]),
             np.concatenate([np.full(p.size, k, np.int8) for p, _, k in parts]))
