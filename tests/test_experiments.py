@@ -107,6 +107,22 @@ def test_chain_compares_the_tile_with_one_and_two_ctas_per_sm(tmp_path):
     assert r["fa2_ns"] == study.per_block_ns({n: float(x["a_us"]) for n, x in rows["triton_vfa_attn"].items()}, 64)
     assert r["softmax_ns"] > 0 and r["vfa_removes_ns"] == r["fa2_ns"] - r["vfa_ns"]  # measured rows only
     assert r["fa2_error"] == (r["model_fa2_ns"] - r["fa2_ns"]) / r["fa2_ns"] and r["model_fa2_ns"] > 0
+    bm64 = ROOT / "validation" / "chain_bm64_h100_2026_11"
+    groups = study.measured(bm64 / "chain.csv")
+    assert (64, "fp8_e4m3", 132) not in groups and len(groups) == 11  # the group with an unstable pair is left out
+    r = study.compare(64, "fp16", 132, groups[(64, "fp16", 132)], 132, str(bm64 / "kernel.yaml"))
+    assert r["ctas"] == 264  # a head's 128 query rows are two 64-row CTAs
+
+
+def test_loop_efficiency_solves_the_matmul_rate_through_the_model_and_is_the_shipped_one(tmp_path):
+    study = _script("real_chips", "loop_efficiency")
+    [r] = study.main(["--metric", "tl_dot_fa_loop_fp16_d128_tflops", "--out", str(tmp_path)])
+    assert r["model_tflops"] == pytest.approx(r["measured_tflops"], rel=1e-3)  # the model's loop runs as measured
+    assert r["fraction_of_peak"] < r["matmul_efficiency"] < 1  # the loop's other ops are the model's, not the matmuls'
+    from vfasim.hw import load_hw
+    shipped = load_hw("H100-SXM").chip.kernel_tuning["triton"].tensor_efficiency
+    assert shipped == pytest.approx(r["matmul_efficiency"], abs=5e-4)  # the config holds what the script computes
+    assert (tmp_path / "loop_efficiency_h100-sxm.md").is_file()
 
 
 def test_unit_cost_splits_measured_and_modelled_time_into_tiles_and_ctas():

@@ -24,11 +24,12 @@ from vfasim.formats import MATMUL_FORMATS, format_class
 from vfasim.hw import load_hw
 from vfasim.kernel import load_kernel
 from vfasim.report.tables import write_table
-from vfasim.validate import CHIPS, FORMATS
+from vfasim.validate import CHIPS, FORMATS, UNSTABLE_SPREAD_PCT
 
 HERE = Path(__file__).resolve().parent
 TABLE = HERE.parents[1] / "validation" / "chain_h100_2026_11" / "chain.csv"
-MODEL_SEQS = (4224, 16896)  # 33 x 128 and 132 x 128: 132 CTAs at 4 heads and at 1
+CHAIN_ROWS = 128  # query rows of every head of harness/attention.py chain_grid
+MODEL_SEQS = (4224, 16896)  # 33 x 128 and 132 x 128 query rows: 132 heads' worth of query blocks at 4 heads and at 1
 COLUMNS = ("head_dim", "dtype", "ctas", "fa2_ns", "model_fa2_ns", "fa2_error", "vfa_ns", "model_vfa_ns",
            "speedup", "model_speedup", "softmax_ns", "model_softmax_ns", "vfa_removes_ns", "model_vfa_removes_ns")
 SOFTMAX = ("rowmax", "running_max", "rescale_factor", "sub", "exp", "rowsum", "accumulate_l", "rescale_o")
@@ -36,14 +37,20 @@ SOFTMAX = ("rowmax", "running_max", "rescale_factor", "sub", "exp", "rowsum", "a
 
 def measured(table: Path = TABLE) -> dict[tuple[int, str, int], dict[str, dict[int, dict]]]:
     """Rows per (head dim, format, CTAs), by the kernel set against FA2, by K/V length; the 1-CTA rows are left out (a
-    lone CTA, not a full SM)."""
+    lone CTA, not a full SM), and so is every group with a pair that caught a slow episode (its ratio's spread above
+    validate's ``UNSTABLE_SPREAD_PCT``: a per-block slope needs both lengths), named on stdout."""
     out: dict[tuple[int, str, int], dict[str, dict[int, dict]]] = {}
+    unstable = set()
     with table.open() as f:
         for r in csv.DictReader(f):
             if int(r["heads"]) > 1:
                 key = (int(r["head_dim"]), r["dtype"], int(r["heads"]))
                 out.setdefault(key, {}).setdefault(r["kernel_b"], {})[int(r["seq_len"])] = r
-    return out
+                if float(r["ratio_spread_pct"]) > UNSTABLE_SPREAD_PCT:
+                    unstable.add(key)
+    for d, dt, heads in sorted(unstable):
+        print(f"left out: d{d} {dt} {heads} heads (a pair's spread is above {UNSTABLE_SPREAD_PCT:g}%)")
+    return {k: v for k, v in out.items() if k not in unstable}
 
 
 def per_block_ns(t_us: dict[int, float], block_k: int) -> float:
@@ -51,9 +58,13 @@ def per_block_ns(t_us: dict[int, float], block_k: int) -> float:
     return (tb - ta) / ((b - a) / block_k) * 1e3
 
 
-def compare(head_dim: int, dtype: str, ctas: int, rows: dict[str, dict[int, dict]], sms: int) -> dict:
-    kernel = load_kernel("triton")
-    block_k = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False).block_k
+def compare(head_dim: int, dtype: str, heads: int, rows: dict[str, dict[int, dict]], sms: int,
+            kernel_name: str = "triton") -> dict:
+    """Measured and modelled time per key block of ``heads`` one-query-block heads (``chain_grid``: 128 query rows
+    each, so 128 / block_q CTAs a head); the model runs the same CTAs per SM at two lengths of its own."""
+    kernel = load_kernel(kernel_name)
+    tile = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False)
+    block_k = tile.block_k
     vfa_rows, dots_rows = rows["triton_vfa_attn"], rows["triton_dots"]
     chip = CHIPS[next(iter(vfa_rows.values()))["chip"]]
     fa2 = per_block_ns({n: float(r["a_us"]) for n, r in vfa_rows.items()}, block_k)
@@ -66,10 +77,11 @@ def compare(head_dim: int, dtype: str, ctas: int, rows: dict[str, dict[int, dict
     for name, cfg, algo in (("fa2", hw, "fa2"), ("vfa", hw, "vfa"), ("dots", no_softmax, "fa2")):
         lat = {}
         for n in MODEL_SEQS:
-            res = run(cfg, algo, seq_len=n, head_dim=head_dim, heads=ctas // sms * MODEL_SEQS[-1] // n, causal=False,
+            res = run(cfg, algo, seq_len=n, head_dim=head_dim, heads=heads // sms * MODEL_SEQS[-1] // n, causal=False,
                       kernel=kernel, matmul_format=FORMATS[dtype], numerics_heads=0)
             lat[n] = res.latency_us - float(res.chip["prepass_us"])  # type: ignore[arg-type]
         model[name] = per_block_ns(lat, block_k)
+    ctas = heads * -(-CHAIN_ROWS // tile.block_q)
     return {"head_dim": head_dim, "dtype": dtype, "ctas": ctas, "fa2_ns": fa2, "model_fa2_ns": model["fa2"],
             "fa2_error": (model["fa2"] - fa2) / fa2, "vfa_ns": vfa, "model_vfa_ns": model["vfa"],
             "speedup": fa2 / vfa, "model_speedup": model["fa2"] / model["vfa"],
@@ -80,13 +92,17 @@ def compare(head_dim: int, dtype: str, ctas: int, rows: dict[str, dict[int, dict
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--table", type=Path, default=TABLE, help="a chain table measured by the harness")
+    p.add_argument("--kernel", default="triton", help="the kernel description the table's tiles are (a name or a "
+                   "YAML file: a campaign run with other --configs needs a description with those tiles)")
     p.add_argument("--out", type=Path, default=HERE / "out")
     args = p.parse_args(argv)
     groups = measured(args.table)
     sms = min(c for _, _, c in groups)
-    got = [compare(d, dt, c, rows, sms) for (d, dt, c), rows in sorted(groups.items())]
+    got = [compare(d, dt, c, rows, sms, args.kernel) for (d, dt, c), rows in sorted(groups.items())]
     chip = CHIPS[next(iter(next(iter(groups.values()))["triton_dots"].values()))["chip"]]
-    write_table(got, COLUMNS, args.out / ("chain" if chip == "H100-SXM" else f"chain_{chip.lower()}"))
+    stem = "chain" if chip == "H100-SXM" else f"chain_{chip.lower()}"
+    kernel = load_kernel(args.kernel).name
+    write_table(got, COLUMNS, args.out / (stem if kernel == "triton" else f"{stem}_{kernel}"))
     for r in got:
         print(f"d{r['head_dim']} {r['dtype']:<9} {r['ctas']} CTAs: FA2 per key block {r['fa2_ns']:.0f} ns, model "
               f"{r['model_fa2_ns']:.0f} ({r['fa2_error']:+.0%}); VFA's kernel {r['vfa_ns']:.0f} ns, model "
