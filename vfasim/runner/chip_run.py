@@ -211,10 +211,9 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
     representative heads of that many K/V heads) through the engine, on ``workload``'s data.
 
     ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads. ``pad_to`` > 0 (a
-    decode tile's rows): the timing-only trace computes whole tiles of that many rows, as the MMAs and the
-    softmax of a real tile do whatever rows are valid (the engine's trace keeps the valid rows only).
-    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them. The engine pads a decode tile's rows
-    with zero queries, which its skip test leaves out.
+    decode tile's rows): the trace computes whole tiles of that many rows, as the MMAs and the softmax of a real
+    tile do whatever rows are valid (the engine pads the queries with zero rows, which its skip test leaves out).
+    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them.
     """
     group = heads // kv_heads
     rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
