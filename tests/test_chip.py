@@ -15,7 +15,7 @@ from vfasim.chip.occupancy import TileShape
 from vfasim.kernel import load_kernel
 from vfasim.cli import main
 from vfasim.errors import VfasimError
-from vfasim.functional import Precision, Tiling
+from vfasim.functional import Precision, Tiling, policy_for
 from vfasim.functional.trace_only import trace_only
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.sim import simulate
@@ -229,6 +229,30 @@ def test_numerics_on_a_subset_of_heads_name_the_heads():
 def test_data_dependent_algorithms_run_the_engine_on_every_head():
     r = vfasim.run("H100-SXM", "vsa", seq_len=512, head_dim=64, heads=4, kv_heads=2, batch=2, lam=0.01)
     assert r.workload == "llm-like" and r.manifest["trace_scope"] == "all batch x heads"
+
+
+def test_a_data_dependent_launch_too_large_to_trace_whole_traces_a_sample_of_its_kv_heads(monkeypatch):
+    from vfasim.runner import chip_run
+
+    kw = dict(seq_len=512, head_dim=64, heads=4, kv_heads=2, batch=4, causal=False, kernel="triton", workload="random")
+    whole = vfasim.run("H100-SXM", "vsa", **kw)
+    monkeypatch.setattr(chip_run, "TRACED_TILES", 128)  # 2 heads x 4 x 8 tiles a K/V head: 2 of the 8 K/V heads
+    sampled = vfasim.run("H100-SXM", "vsa", **kw)
+    assert whole.manifest["trace_scope"] == "all batch x heads"
+    assert sampled.manifest["trace_scope"].startswith("representative heads of 2 of the 8 K/V heads")
+    assert sampled.chip["units"] == whole.chip["units"] and sampled.chip["hbm_bytes"] == whole.chip["hbm_bytes"]
+    assert abs(sampled.latency_cycles / whole.latency_cycles - 1) < 0.05  # heads are independent draws alike
+
+
+def test_a_data_dependent_decode_trace_computes_whole_tiles_and_moves_the_valid_rows():
+    from vfasim.runner.chip_run import _trace
+
+    args = (4, 1024, 64, 4, 64, False)  # 4 queries against 1024 keys, a tile of 16 rows
+    trace, _ = _trace(policy_for("vsa"), Precision(), args, 1, 2, 2, 0, "random", True, 4, 1, 1e-3, pad_to=16,
+                      v_before_skip_test=True)
+    work = {kind: trace.work[trace.kind == KIND_CODE[kind]] for kind in ("qk_matmul", "load_q", "load_v", "load_k")}
+    assert set(work["qk_matmul"]) == {16 * 64 * 64} and set(work["load_q"]) == {4 * 64 * Precision().bytes_per("q")}
+    assert work["load_v"].size == work["load_k"].size == 2 * 16  # V read for every block, skipped or kept
 
 
 def test_trace_dtype_the_config_cannot_price_is_refused():

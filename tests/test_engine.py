@@ -72,6 +72,18 @@ def test_fa2_tracks_the_true_max_exactly():
     np.testing.assert_array_equal(res.used_max, res.true_max)
 
 
+def test_the_block_skip_test_leaves_the_padding_of_a_last_query_block_out():
+    # three real query rows score -1 on key block 0 and -20 on block 1: BLASST skips block 1 (a gap of -19 < ln lam);
+    # the fourth row of the block is padding (a zero query, scoring 0 everywhere), which must not keep it
+    q = np.zeros((1, 3, 4), np.float32)
+    q[..., 0] = 1.0
+    k = np.zeros((1, 8, 4), np.float32)
+    k[0, :4, 0], k[0, 4:, 0] = -2.0, -40.0  # scale 1/2: scores -1 and -20
+    t = Tiling(3, 8, 4, 4, 4, False)
+    res = run_engine(q, k, np.ones_like(k), t, "blasst")
+    assert res.counts["skipped_tiles"] == 1 and res.counts["visited_tiles"] == 2
+
+
 def test_vsa_skips_more_as_lambda_grows():
     q, k, v = rng_qkv(512, 32)
     t = Tiling(512, 512, 32, 64, 64, True)

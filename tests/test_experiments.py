@@ -89,6 +89,19 @@ def test_measured_vfa_speedups_pair_the_campaign_rows_with_the_model(tmp_path):
         assert r["paired_error"] == r["predicted_attn_speedup"] - r["paired_attn_speedup"]
 
 
+def test_vsa_skips_match_the_campaigns_count_and_its_speedup_pairs_the_measured_kernels(tmp_path, monkeypatch):
+    from vfasim.runner import chip_run
+
+    monkeypatch.setattr(chip_run, "TRACED_TILES", 256)  # VSA's trace of a sample of K/V heads: the test's size
+    study = _script("real_chips", "vsa")
+    skipped, [r] = study.main(["--max-shapes", "1", "--max-skip-cases", "3", "--out", str(tmp_path)])
+    assert [s["campaign_skipped"] for s in skipped] == [0.0, 0.0, 0.88]  # the log's first cases (d128, 1024)
+    assert all(abs(s["difference"]) < 0.01 for s in skipped)  # the engine skips what the kernel's emulation skips
+    assert r["measured_attn_speedup"] == r["vfa_attn_us"] / r["vsa_attn_us"]  # two measured rows
+    assert r["attn_speedup_error"] == r["predicted_attn_speedup"] - r["measured_attn_speedup"]
+    assert (tmp_path / "vsa_speedup_gpu_h100_2026_11.md").read_text().startswith("| chip | dtype | causal |")
+
+
 def test_softmax_share_pairs_the_three_measured_loops_with_the_model(tmp_path):
     study = _script("real_chips", "softmax_share")
     assert len(study.shapes()) == 108  # 36 shapes x 3 formats, each with FA2, VFA's kernel and the no-softmax loop

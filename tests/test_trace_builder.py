@@ -26,13 +26,13 @@ def recorded_run(monkeypatch, algo: str, tiling: Tiling, precision: Precision, *
     log, slots = [], []
     emit = TraceBuilder.emit
 
-    def recording(self, kind, rows, step, work, dtype, deps=(), kblock=None):
+    def recording(self, kind, rows, step, work, dtype, deps=(), kblock=None, buffered=True):
         rows = np.array(rows, np.int64)
         log.append((kind, rows, step, np.broadcast_to(work, rows.shape).copy(), dtype,
                     [np.broadcast_to(d, rows.shape).copy() for d in deps],
-                    np.full(rows.size, -1) if kblock is None else np.array(kblock)))
+                    np.full(rows.size, -1) if kblock is None else np.array(kblock), buffered))
         slots.append(self.n_slots)
-        return emit(self, kind, rows, step, work, dtype, deps, kblock)
+        return emit(self, kind, rows, step, work, dtype, deps, kblock, buffered)
 
     monkeypatch.setattr(TraceBuilder, "emit", recording)
     wl = make_workload("llm-like", tiling.kv_len, tiling.head_dim, tiling.heads, 0, tiling.kv_heads)
@@ -43,21 +43,26 @@ def recorded_run(monkeypatch, algo: str, tiling: Tiling, precision: Precision, *
 
 def reference_trace(log: list, n_slots: int, meta: dict) -> Trace:
     ops = {}
-    for kind, rows, step, work, dtype, deps, kblock in log:
+    for kind, rows, step, work, dtype, deps, kblock, buffered in log:
         for i, row in enumerate(rows.tolist()):
             key = (row * n_slots + step) * len(KIND_NAMES) + KIND_CODE[kind]
             assert key not in ops
-            ops[key] = (int(work[i]), DTYPE_CODE[dtype], int(kblock[i]), [int(d[i]) for d in deps if d[i] >= 0])
+            ops[key] = (int(work[i]), DTYPE_CODE[dtype], int(kblock[i]), [int(d[i]) for d in deps if d[i] >= 0],
+                        buffered)
     keys = sorted(ops)
     id_of = {key: i for i, key in enumerate(keys)}
     deps = [sorted(id_of[d] for d in ops[key][3]) for key in keys]
     kind = np.array([key % len(KIND_NAMES) for key in keys], np.uint8)
+    schedule = SOFTWARE_PIPELINE.columns(kind)
+    unbuffered = np.array([not ops[k][4] for k in keys], bool)
+    for name in ("take_buffer", "free_buffer"):
+        schedule[name][unbuffered] = -1
     return Trace(kind=kind, dtype=np.array([ops[k][1] for k in keys], np.uint8),
                  work=np.array([ops[k][0] for k in keys], np.int64),
                  row=np.array([k // len(KIND_NAMES) // n_slots for k in keys], np.int32),
                  step=np.array([k // len(KIND_NAMES) % n_slots for k in keys], np.int32),
                  kblock=np.array([ops[k][2] for k in keys], np.int32),
-                 **SOFTWARE_PIPELINE.columns(kind),
+                 **schedule,
                  dep_ptr=np.concatenate([[0], np.cumsum([len(d) for d in deps])]).astype(np.int64),
                  dep_idx=np.array([i for d in deps for i in d], np.int32), meta=meta)
 
@@ -75,6 +80,7 @@ CASES = {
     "vfa gqa": ("vfa", Tiling(256, 256, 32, 64, 32, True, 4, 2), {}),
     "vfa decode": ("vfa", Tiling(3, 300, 32, 3, 64, True), {"decode": True}),
     "row skip": ("blasst_rowskip", Tiling(256, 256, 32, 32, 64, False, 2), {}),
+    "vsa, V before the test": ("vsa", Tiling(300, 300, 32, 64, 32, False, 2), {"v_before_skip_test": True}),
 }
 
 

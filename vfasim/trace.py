@@ -222,7 +222,7 @@ class TraceBuilder:
         self.schedule = schedule
         key_dtype = np.int32 if n_rows * self.n_slots * len(KIND_NAMES) < 2**31 else np.int64
         self._ops = {"key": _Column(key_dtype), "dtype": _Column(np.uint8), "work": _Column(np.int64),
-                     "kblock": _Column(np.int32)}
+                     "kblock": _Column(np.int32), "buffered": _Column(np.bool_)}
         self._deps = {"op": _Column(np.int32), "key": _Column(key_dtype)}  # op: position in emission order
         self._lock = threading.Lock()
 
@@ -230,8 +230,10 @@ class TraceBuilder:
         return (rows.astype(np.int64) * self.n_slots + step) * len(KIND_NAMES) + KIND_CODE[kind]
 
     def emit(self, kind: str, rows: np.ndarray, step: int | np.ndarray, work: int | np.ndarray,
-             dtype: str, deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None) -> np.ndarray:
-        """Add one op of ``kind`` for each row; ``deps`` are key arrays (-1 = none)."""
+             dtype: str, deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None,
+             buffered: bool = True) -> np.ndarray:
+        """Add one op of ``kind`` for each row; ``deps`` are key arrays (-1 = none). ``buffered`` False: the ops
+        take and free no tile buffer, whatever their kind's schedule says (a load whose tile is then dropped)."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
             return np.empty(0, dtype=np.int64)
@@ -241,7 +243,7 @@ class TraceBuilder:
             if first + keys.size >= 2**31:
                 raise VfasimError("trace too large: op ids must fit in 32 bits")
             for name, values in (("key", keys), ("dtype", DTYPE_CODE[dtype]), ("work", work),
-                                 ("kblock", -1 if kblock is None else kblock)):
+                                 ("kblock", -1 if kblock is None else kblock), ("buffered", buffered)):
                 self._ops[name].append(np.broadcast_to(values, keys.shape))
             for d in deps:
                 d = np.broadcast_to(d, keys.shape)
@@ -262,11 +264,16 @@ class TraceBuilder:
         if np.any(keys[1:] == keys[:-1]):
             raise VfasimError("invalid trace: the same op was emitted twice")
         cols = self._columns(keys, order)
+        buffered = self._ops["buffered"].take()[order]
         new_pos = np.empty(order.size, np.int32)  # emission position -> op id (ids fit int32, see emit)
         new_pos[order] = np.arange(order.size, dtype=np.int32)
         del order
         dep_ptr, dep_idx = self._resolve_deps(keys, new_pos)
-        return Trace(**cols, **self.schedule.columns(cols["kind"]), dep_ptr=dep_ptr, dep_idx=dep_idx, meta=self.meta)
+        schedule = self.schedule.columns(cols["kind"])
+        if not buffered.all():
+            for name in ("take_buffer", "free_buffer"):
+                schedule[name] = np.where(buffered, schedule[name], np.int8(NO_BUFFER))
+        return Trace(**cols, **schedule, dep_ptr=dep_ptr, dep_idx=dep_idx, meta=self.meta)
 
     def _columns(self, keys: np.ndarray, order: np.ndarray) -> _OpColumns:
         """The op columns in issue order (``keys`` sorted, ``order`` the emission position of each)."""

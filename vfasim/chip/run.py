@@ -8,7 +8,11 @@ unit's ops depend only on its query block and whether its head is the first of
 its group — that head's units also carry the ops done once per K/V head (VFA's
 key summaries), the group's other heads are all alike — and every (batch,
 head) maps onto one of those traced heads.
-Otherwise the trace holds all batch × heads rows.
+Otherwise the trace holds all batch × heads rows, or, for a launch too large to trace whole
+(``sampled_kv_heads``), the representative heads of a sample of K/V heads, each drawn on its own
+data: the launch's K/V heads take them in turn (their units are the sample's units; their bytes
+stay their own). The sample stands for the rest when heads are independent draws of one
+distribution, as the generated workloads' are.
 
 Chip-level figures:
 - busy cycles per pipeline = sum over units of their ops' cycles (each unit
@@ -80,6 +84,7 @@ class Geometry:
     kv_len: int = 0  # keys per K/V head (0: n_kblocks whole blocks)
     splits: int = 0  # K/V splits the kernel's own rule picked (0: the chip model picks, as the kernel's rule says)
     rows: int = 0  # valid query rows per (batch, unit head): packed heads × queries in decode (0: unknown)
+    sampled_kv_heads: int = 0  # a data-dependent trace of this many K/V heads' representative heads (0: every head)
 
 
 @dataclass(frozen=True)
@@ -269,6 +274,9 @@ def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     b, h, q = grid[0].ravel(), grid[1].ravel(), grid[2].ravel() * streams
     group = geo.heads // geo.kv_heads
     trace_head = np.minimum(h % group, 1) if geo.representative else b * geo.heads + h
+    if geo.sampled_kv_heads:  # the sampled K/V heads in turn, each holding its first head and one other
+        r = representative_heads(group)
+        trace_head = (b * geo.kv_heads + h // group) % geo.sampled_kv_heads * r + np.minimum(h % group, r - 1)
     blocks = q[:, None] + np.arange(streams)
     rows = np.where(blocks < geo.n_qblocks, (trace_head * geo.n_qblocks)[:, None] + blocks, -1)
     return rows, b * geo.kv_heads + h // group, np.stack([b, h, q, np.zeros_like(q)], axis=1)

@@ -29,6 +29,7 @@ class TraceEmitters:
     qblock: np.ndarray
     load_q: np.ndarray
     writer: dict[str, np.ndarray]
+    v_before_skip_test: bool = False  # V is loaded before the skip test, so a skipped block reads it too
 
     def _bytes(self, rows: int, operand: str) -> int:
         return int(np.ceil(rows * self.t.head_dim * self.prec.bytes_per(operand)))
@@ -55,6 +56,9 @@ class TraceEmitters:
         (the others stop after the skip test); ``rescales``: O and l are rescaled.
         """
         ops = self._emit_stats(act, kb, slot, special, self._emit_scores(act, kb, slot))
+        if self.v_before_skip_test:  # a dropped block's V is read, then let go (it holds no buffer past the test)
+            drop = np.flatnonzero(~keep)
+            self._emit_load_v(act[drop], kb[drop], slot, (ops["load_k"][drop],), buffered=False)
         k = np.flatnonzero(keep)
         self._emit_update(act[k], kb[k], slot, rescales[k], {name: ids[k] for name, ids in ops.items()})
 
@@ -110,8 +114,8 @@ class TraceEmitters:
         cast = tb.emit("cast_p", rows, slot, br * bc, vec, deps=p_ready, kblock=kb)
         cast = tb.emit("move_p", rows, slot, int(np.ceil(br * bc * p_fmt.bytes_per("p"))), p_fmt.matmul,
                        deps=(cast,), kblock=kb)
-        load_v = tb.emit("load_v", rows, slot, self._bytes(bc, "v"), prec.matmul,
-                         deps=(ops["load_k"], decided), kblock=kb)
+        v_deps = (ops["load_k"],) if self.v_before_skip_test else (ops["load_k"], decided)
+        load_v = self._emit_load_v(rows, kb, slot, v_deps)
         o_src = self.writer["o"][rows].copy()
         o_src[sp] = tb.emit("rescale_o", rows[sp], slot, br * d, state, deps=(factor[sp], o_src[sp]), kblock=kb[sp])
         in_place = (o_src,) if self.o_in_place else ()  # the MMA reads O as its accumulator
@@ -127,6 +131,11 @@ class TraceEmitters:
         self.writer["m"][rows] = m_src
         self.writer["l"][rows] = acc_l
         self.writer["o"][rows] = acc_o
+
+    def _emit_load_v(self, rows: np.ndarray, kb: np.ndarray, slot: int, deps: tuple[np.ndarray, ...],
+                     buffered: bool = True) -> np.ndarray:
+        return self.tb.emit("load_v", rows, slot, self._bytes(self.t.block_k, "v"), self.prec.matmul, deps=deps,
+                            kblock=kb, buffered=buffered)
 
     def _emit_exp(self, rows: np.ndarray, kb: np.ndarray, slot: int, sub: np.ndarray) -> tuple[np.ndarray, ...]:
         """exp on the SFU, less the fraction FA4-style emulation moves to the vector ALUs."""

@@ -16,6 +16,12 @@ Assumptions:
 - Key summaries are computed once per KV head over real (unpadded) keys; in
   decode only the newest block is summarised (the others are cached).
 - Row skipping applies its row mask as part of the skip test op.
+- The block skip test (BLASST, VSA) takes both maxima over the query block's real
+  rows: the zero rows padding a last, partial block take no part (as in the
+  project's Triton kernel, harness/kernels.py, which leaves rows past Nq out).
+- ``v_before_skip_test``: a kernel that loads a block's V before its skip test
+  (the project's Triton kernel) reads V for a skipped block too; otherwise only a
+  kept block loads V, after the test.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
                precision: Precision = Precision(), lam: float = 1e-3, *,
                thresholds: np.ndarray | None = None, decode: bool = False, o_in_place: bool = False,
                progress: bool = False, rows: np.ndarray | None = None, trace: bool = True,
-               threads: int | None = None) -> EngineResult:
+               threads: int | None = None, v_before_skip_test: bool = False) -> EngineResult:
     """Run ``algo`` on Q [H, N, d], K/V [Hkv, Nk, d]; return output, diagnostics and trace.
 
     ``thresholds`` [rows] are BSFA's calibrated block-max thresholds; ``decode`` marks a
@@ -69,7 +75,8 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
     threads = engine_threads(threads)
     # Tile-sized matmuls gain nothing from BLAS threads, and oversubscribed threads spin.
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
-        loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode, o_in_place)
+        loop = _Loop(q, k, v, tiling, policy, precision, lam, thresholds, decode, o_in_place,
+                     v_before_skip_test=v_before_skip_test)
         if not trace:
             loop.tb = _Untraced(tiling.n_rows, tiling.n_kblocks, schedule=pipeline(o_in_place))
         if rows is not None:
@@ -80,7 +87,7 @@ def run_engine(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo
 
 def engine_trace(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, algo: str | Policy,
                  precision: Precision = Precision(), lam: float = 1e-3, *, decode: bool = False,
-                 o_in_place: bool = False, threads: int | None = None) -> Trace:
+                 o_in_place: bool = False, threads: int | None = None, v_before_skip_test: bool = False) -> Trace:
     """The trace ``run_engine`` emits, bit for bit, without the numbers: the softmax and PV update is skipped.
 
     A step's decisions (which tiles update m exactly, are kept, are rescaled) read the scores and the
@@ -89,7 +96,8 @@ def engine_trace(q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, al
     policy = _checked(algo, tiling, lam, None)
     threads = engine_threads(threads)
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=threads) as pool:
-        loop = _Loop(q, k, v, tiling, policy, precision, lam, None, decode, o_in_place, update=False)
+        loop = _Loop(q, k, v, tiling, policy, precision, lam, None, decode, o_in_place, update=False,
+                     v_before_skip_test=v_before_skip_test)
         loop.run(pool, threads, progress=False)
         loop.epilogue()
         loop.tb.meta["algo"] = algo if isinstance(algo, str) else "custom"
@@ -115,8 +123,9 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
 
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, policy: Policy,
                  prec: Precision, lam: float, thresholds: np.ndarray | None, decode: bool,
-                 o_in_place: bool, update: bool = True) -> None:
+                 o_in_place: bool, update: bool = True, v_before_skip_test: bool = False) -> None:
         self.t, self.policy, self.prec, self.lam, self.update = tiling, policy, prec, lam, update
+        self.v_before_skip_test = v_before_skip_test
         self.thresholds, self.decode, self.o_in_place = thresholds, decode, o_in_place
         self.vr = prec.round_vector  # vector-side values live in float32, rounded to the format by vr
         self.state_dtype = "float32" if policy.fp32_state else prec.vector  # l and O
@@ -147,7 +156,8 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         self.skipped = np.zeros((n, bq), np.int32)
         self.flags = np.zeros((n, bq), np.uint8)
         self.p_cast_nonzero = np.zeros((n, bq), bool)
-        self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode, o_in_place),
+        self.tb = TraceBuilder(n, tiling.n_kblocks, meta=_meta(tiling, policy, prec, lam, decode, o_in_place,
+                                                                  v_before_skip_test),
                                schedule=pipeline(o_in_place))
         self.writer = {name: np.full(n, -1, np.int64) for name in ("m", "l", "o")}
 
@@ -303,8 +313,9 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         """[A, Br] rows of each tile that take part (all rows of a kept tile, none of a skipped one)."""
         skip, ones = self.policy.skip, np.ones(tile_max.shape, dtype=bool)
         with np.errstate(invalid="ignore"):
-            if skip == "block":
-                gap = tile_max.max(axis=1) - m_cand.max(axis=1)
+            if skip == "block":  # maxima over the real rows: a padded row's zero scores are no query's
+                real = self.t.real_rows(self.qblock[act])
+                gap = np.where(real, tile_max, -np.inf).max(axis=1) - np.where(real, m_cand, -np.inf).max(axis=1)
                 return ones & ~(gap < np.log(self.lam))[:, None]
             if skip == "row":
                 return ~(tile_max - m_cand < np.log(self.lam))
@@ -363,7 +374,8 @@ class _Untraced(TraceBuilder):
     """The op keys the engine chains its dependencies with, and no trace."""
 
     def emit(self, kind: str, rows: np.ndarray, step: int | np.ndarray, work: int | np.ndarray, dtype: str,
-             deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None) -> np.ndarray:
+             deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None,
+             buffered: bool = True) -> np.ndarray:
         return self.key(kind, np.asarray(rows, dtype=np.int64), step)
 
     def build(self) -> NoReturn:
@@ -379,8 +391,10 @@ def _steps(n: int, progress: bool) -> Iterable[int]:
     return tqdm(range(n), desc="engine", unit="step")
 
 
-def _meta(t: Tiling, policy: Policy, prec: Precision, lam: float, decode: bool, o_in_place: bool) -> dict:
+def _meta(t: Tiling, policy: Policy, prec: Precision, lam: float, decode: bool, o_in_place: bool,
+          v_before_skip_test: bool = False) -> dict:
     return {"seq_len": t.seq_len, "kv_len": t.kv_len, "head_dim": t.head_dim, "block_q": t.block_q,
             "block_k": t.block_k, "causal": t.causal, "heads": t.heads, "kv_heads": t.kv_heads,
             "matmul_dtype": prec.matmul, "vector_dtype": prec.vector, "decode": decode, "o_in_place": o_in_place,
+            "v_before_skip_test": v_before_skip_test,
             "policy": dataclasses.asdict(policy), "lam": lam if policy.skip in ("block", "row") else None}

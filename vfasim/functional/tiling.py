@@ -85,6 +85,10 @@ class Tiling:
             out[i, :n] = blocks
         return out
 
+    def real_rows(self, qblock: np.ndarray) -> np.ndarray:
+        """[A, block_q] bool: which rows of each query block hold a query (the last block's padding does not)."""
+        return qblock[:, None] * self.block_q + np.arange(self.block_q) < self.seq_len
+
     def tile_needs_mask(self, qblock: np.ndarray, kblock: np.ndarray) -> np.ndarray:
         """True where some entry of tile (qblock, kblock) is hidden."""
         first_pos = qblock * self.block_q + (self.kv_len - self.seq_len)

@@ -125,5 +125,6 @@ class _TileBuilder(TraceBuilder):
         return self.inner.key(kind, self.row[rows], self.slot[rows])
 
     def emit(self, kind: str, rows: np.ndarray, step: int | np.ndarray, work: int | np.ndarray, dtype: str,
-             deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None) -> np.ndarray:
-        return self.inner.emit(kind, self.row[rows], self.slot[rows], work, dtype, deps, kblock)
+             deps: tuple[np.ndarray, ...] = (), kblock: np.ndarray | None = None,
+             buffered: bool = True) -> np.ndarray:
+        return self.inner.emit(kind, self.row[rows], self.slot[rows], work, dtype, deps, kblock, buffered)

@@ -221,6 +221,9 @@ class Kernel(_Strict):
     rescale_threshold_log2: float | None = Field(
         strict=True, default=None, ge=0, description="Rescale O only when the max grows by more than this (log2 units); absent: "
                                         "always")
+    v_before_skip_test: bool = Field(default=False, description="A skipping algorithm's block test (BLASST, VSA) "
+                                     "comes after the block's V load in the source, so a skipped block still reads "
+                                     "its V; false: only a kept block loads V, after the test")
     minit: Literal["prepass", "inline"] = Field(
         description="Where VFA's key summaries are made: prepass - a separate launch reads K once and writes them, "
                     "the attention kernel reads them in its prologue; inline - the tile stream that first needs a K/V "

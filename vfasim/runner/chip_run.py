@@ -4,7 +4,9 @@ Timing: an algorithm whose trace does not depend on the data (``fa2``, ``vfa``
 and their ablations) is timed from ``trace_only`` — no Q, K or V, no arithmetic —
 on the first heads of one K/V-head group (``chip.run.representative_heads``: the
 group's first head, and one head for the others), which stand for every (batch, head). Other algorithms run
-the functional engine's QK side on all batch × heads heads (``engine_trace``), as their trace needs the data.
+the functional engine's QK side on all batch × heads heads (``engine_trace``), as their trace needs the data;
+a launch of more than ``TRACED_TILES`` tiles, on the representative heads of a sample of its K/V heads
+(``sampled_kv_heads``, ``chip.run``'s notes), each K/V head drawn on its own.
 A decode step with one query token packs the query heads of a GQA group into
 the rows of one tile (as FlashDecoding and FA3 pack GQA): a unit is (batch, K/V
 head, split) and reads its K/V once for the whole group. A decode tile computes
@@ -46,6 +48,10 @@ from vfasim.trace import OP_KINDS, Trace
 
 SHARE_CLASSES = ("tensor", "vector", "exp")
 TilingArgs = tuple[int, int, int, int, int, bool]  # Tiling's seq_len, kv_len, head_dim, block_q, block_k, causal
+#: a launch whose trace depends on the data traces every (batch, head) while that is at most this many tiles; a
+#: larger one traces a sample of its K/V heads (``sampled_kv_heads``): assumed, because 2^15 tiles of the engine's
+#: QK side take about 10 s on one core (128-row tiles), and validate runs such launches by the hundred
+TRACED_TILES = 1 << 15
 
 
 def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
@@ -74,16 +80,17 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
     rows = group if packs else n_q
     unit_args = (rows, seq_len, head_dim, min(block_q, rows), block_k, causal and group == 1) if decode \
         else tiling_args
-    _check_size(config, policy, batch, heads // group, kv_heads, group, Tiling(*unit_args, heads // group, kv_heads),
-                splits)
+    tu = Tiling(*unit_args, heads // group, kv_heads)
+    sample = sampled_kv_heads(policy, batch, tu)
+    _check_size(config, policy, batch, heads // group, kv_heads, group, tu, splits, sample)
     trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, inputs.seed,
                                    inputs.workload, decode, queries, group, options.lam,
-                                   pad_to=block_q if decode else 0, o_in_place=config.o_in_place)
+                                   pad_to=block_q if decode else 0, o_in_place=config.o_in_place, sample=sample,
+                                   v_before_skip_test=k.v_before_skip_test)
     compute_dim = k.compute_head_dim(head_dim)
     trace = _padded_compute(trace, head_dim, compute_dim)
-    tu = Tiling(*unit_args, heads // group, kv_heads)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
-                   _flops(t) * batch, representative, seq_len, splits, rows)
+                   _flops(t) * batch, representative, seq_len, splits, rows, sample)
     tile = dataclasses.replace(tu, block_q=block_q, head_dim=compute_dim)  # whole rows, valid or not; padded columns
     res = simulate_chip(trace, config, k, rule, geo, _shape(tile, precision), dispatch, inputs.schedule,
                         samples=inputs.trace_out is not None)
@@ -122,11 +129,12 @@ def _check(batch: int, heads: int, kv_heads: int | None, dispatch: str, numerics
 
 
 def _check_size(config: HardwareConfig, policy: Policy, batch: int, unit_heads: int, kv_heads: int, group: int,
-                tu: Tiling, splits: int) -> None:
+                tu: Tiling, splits: int, sample: int) -> None:
     """The launch's size estimated from its geometry (``inputs.check_chip_plan``) before anything is allocated."""
     assert config.chip is not None
     units = batch * unit_heads * tu.n_qblocks * max(splits, 1)
-    traced = unit_heads // kv_heads if data_independent(policy) else batch * unit_heads
+    traced = unit_heads // kv_heads if data_independent(policy) else \
+        sample * representative_heads(unit_heads // kv_heads) if sample else batch * unit_heads
     tiles = traced * tu.n_qblocks * tu.n_kblocks
     check_chip_plan(units, config.chip.cores * config.chip.core_limits.max_streams, tiles, tu.seq_len,
                     f"batch {batch} x heads {unit_heads * group} x {tu.n_qblocks} query blocks"
@@ -185,28 +193,42 @@ def _policy(algo: str, options: Options, kernel: Kernel) -> Policy:
     return policy
 
 
+def sampled_kv_heads(policy: Policy, batch: int, tu: Tiling) -> int:
+    """K/V heads whose representative heads a data-dependent trace holds when the launch (``batch`` × ``tu``'s
+    heads) has more than ``TRACED_TILES`` tiles, at least one; 0: every head is traced (or none needs data)."""
+    per_head = int(tu.n_visible.sum())
+    if data_independent(policy) or batch * tu.heads * per_head <= TRACED_TILES:
+        return 0
+    per_kv_head = representative_heads(tu.heads // tu.kv_heads) * per_head
+    return min(batch * tu.kv_heads, max(1, TRACED_TILES // per_kv_head))
+
+
 def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch: int, heads: int, kv_heads: int,
            seed: int, workload: str, decode: bool, queries: int, packed: int,
-           lam: float, pad_to: int = 0, o_in_place: bool = False) -> tuple[Trace, bool]:
-    """(trace, representative): a group's representative heads without data, or every head through the engine.
+           lam: float, pad_to: int = 0, o_in_place: bool = False, sample: int = 0,
+           v_before_skip_test: bool = False) -> tuple[Trace, bool]:
+    """(trace, representative): a group's representative heads without data, or every head (``sample`` > 0: the
+    representative heads of that many K/V heads) through the engine, on ``workload``'s data.
 
     ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads. ``pad_to`` > 0 (a
-    decode tile's rows): the timing-only trace computes whole tiles of that many rows, as the MMAs and the
-    softmax of a real tile do whatever rows are valid (the engine's trace keeps the valid rows only).
-    ``o_in_place`` as ``run_engine`` takes it.
+    decode tile's rows): the trace computes whole tiles of that many rows, as the MMAs and the softmax of a real
+    tile do whatever rows are valid (the engine pads the queries with zero rows, which its skip test leaves out).
+    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them.
     """
     group = heads // kv_heads
+    rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
     if data_independent(policy):
-        rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
         padded = (rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:])
         trace = trace_only(Tiling(*padded, representative_heads(group), 1), policy, precision, decode=decode,
                            o_in_place=o_in_place)
         return _predicated(trace, tiling_args[0], rows), True
-    wl = run_workload(None, workload, tiling_args[1], tiling_args[2], heads * packed * batch, kv_heads * batch,
-                       seed, decode, queries)
-    q = wl.q.reshape(heads * batch, -1, wl.q.shape[-1])  # a group's query heads are adjacent
-    t = Tiling(*tiling_args, heads * batch, kv_heads * batch)
-    return engine_trace(q, wl.k, wl.v, t, policy, precision, lam, decode=decode, o_in_place=o_in_place), False
+    n_heads, n_kv = (sample * representative_heads(group), sample) if sample else (heads * batch, kv_heads * batch)
+    wl = run_workload(None, workload, tiling_args[1], tiling_args[2], n_heads * packed, n_kv, seed, decode, queries)
+    q = wl.q.reshape(n_heads, -1, wl.q.shape[-1])  # a group's query heads are adjacent
+    t = Tiling(*tiling_args[:3], pad_to or tiling_args[3], *tiling_args[4:], n_heads, n_kv)
+    trace = engine_trace(q, wl.k, wl.v, t, policy, precision, lam, decode=decode, o_in_place=o_in_place,
+                         v_before_skip_test=v_before_skip_test)
+    return _predicated(trace, tiling_args[0], rows), False
 
 
 def _predicated(trace: Trace, valid: int, rows: int) -> Trace:
@@ -280,9 +302,7 @@ def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, po
         "ops": {k: int(v) for k, v in res.kind_cycles.items()},
         "manifest": {"version": __version__, "hw_digest": config.digest(), "seed": seed,
                      "trace_digest": trace.digest(), "trace_ops": len(trace), "schedule": schedule,
-                     "trace_scope": "representative heads of one K/V-head group (data-independent trace)"
-                     if geo.representative
-                     else "all batch x heads"},
+                     "trace_scope": _scope(geo)},
         "numerics": numerics,
         "shape": {"batch": geo.batch, "seq_len": t.seq_len, "kv_len": t.kv_len, "head_dim": t.head_dim,
                   "heads": t.heads, "kv_heads": t.kv_heads, "block_q": t.block_q, "block_k": t.block_k,
@@ -291,6 +311,15 @@ def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, po
                     "dispatch": dispatch},
         "chip": chip_summary(res, config, kernel.name, dispatch, used),
     }
+
+
+def _scope(geo: Geometry) -> str:
+    if geo.representative:
+        return "representative heads of one K/V-head group (data-independent trace)"
+    if geo.sampled_kv_heads:
+        return (f"representative heads of {geo.sampled_kv_heads} of the {geo.batch * geo.kv_heads} K/V heads, each on "
+                f"its own data (the launch is over {TRACED_TILES} tiles; the other K/V heads' units reuse them)")
+    return "all batch x heads"
 
 
 def chip_summary(res: ChipResult, config: HardwareConfig, kernel: str, dispatch: str, used: list[int]) -> dict:

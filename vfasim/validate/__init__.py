@@ -54,7 +54,16 @@ CHIP_KERNELS = ("fa2", "fa3", "ascend-pto", "triton", "cudnn")  # kernels whose 
 MEASURED = {("H100-SXM", "triton"): ("tensor_efficiency",)}
 #: table kernels that run another algorithm than fa2 on their kernel, and which launches their time covers:
 #: all, main (the attention kernel alone) or prepass (VFA's key-summary launch alone)
-ROW_RUNS = {"triton_vfa": ("vfa", "all"), "triton_vfa_attn": ("vfa", "main"), "triton_vfa_minit": ("vfa", "prepass")}
+ROW_RUNS = {"triton_vfa": ("vfa", "all"), "triton_vfa_attn": ("vfa", "main"), "triton_vfa_minit": ("vfa", "prepass"),
+            "triton_vsa": ("vsa", "all"), "triton_vsa_attn": ("vsa", "main")}
+#: the inputs the campaigns' harness times its kernels on: standard-normal Q, K and V, unscaled (harness/attention.py
+#: Inputs: torch.randn; each campaign's attention.yaml, timing.inputs), which is vfasim's "random" workload. A row
+#: whose algorithm's trace depends on the data (VSA's skipped blocks) runs on it; no published table's row does
+MEASURED_INPUTS = "random"
+#: table kernels added after the shipped tuning was fitted, held out always: as fit rows they would move the fitted
+#: values (the fit minimises the MAPE of every fit row of the kernel description), and held out they report how the
+#: tuning fitted without them carries over (the triton description's tuning was fitted on FA2 and VFA rows)
+HELD_OUT_KERNELS = frozenset({"triton_vsa", "triton_vsa_attn"})
 #: a measured row whose spread (p80 - p20 over the median) is above this caught a slow episode: not compared
 UNSTABLE_SPREAD_PCT = 20.0
 #: rows of each (chip, kernel, format, mode) group of a measurement campaign that validate compares by default,
@@ -104,8 +113,10 @@ class Row:
 
     @property
     def heldout_always(self) -> bool:
-        """A transcribed table, or a kernel the descriptions only predict (``predicts``): never a fit row."""
-        return self.table in UNVERIFIED_TABLES or self.kernel in kernels_predicted_only()
+        """A transcribed table, a kernel the descriptions only predict (``predicts``) or one of ``HELD_OUT_KERNELS``:
+        never a fit row."""
+        return self.table in UNVERIFIED_TABLES or self.kernel in kernels_predicted_only() or \
+            self.kernel in HELD_OUT_KERNELS
 
     @property
     def fit(self) -> bool:
@@ -176,10 +187,34 @@ class Prediction:
         return (self.predicted - self.row.value) / self.row.value
 
 
-def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None) -> Prediction:
-    """The model's figure for one row (timing only), on ``config`` or the row's built-in chip, as ``kernel``
-    or the shipped kernel that claims the row. Tiles, dispatch and decode path are the kernel's own."""
+@dataclass(frozen=True)
+class Launch:
+    """What the chip model gives one run of a row's kernel (rows that differ only in which launches their time
+    covers, ``ROW_RUNS``' part, share one)."""
+
+    latency_cycles: int
+    prepass_cycles: int
+    clock_ghz: float
+    bound: str
+    utilization: dict[str, float]
+    waves: int
+    kernel: str
+
+
+def run_key(row: Row) -> tuple:
+    """The inputs of ``launch`` a row decides: rows with equal keys (on one config and kernel) share one run."""
+    return (row.chip, ROW_RUNS.get(row.kernel, ("fa2", "all"))[0], row.dtype, row.head_dim, row.causal, row.seq_len,
+            row.seq_len_q, row.batch, row.heads, row.kv_heads, row.decode, row.clock_mhz)
+
+
+def launch(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None) -> Launch:
+    """The chip model's run of a row's kernel (timing only), on ``config`` or the row's built-in chip, as ``kernel``
+    or the shipped kernel that claims the row. Tiles, dispatch and decode path are the kernel's own; an algorithm
+    whose trace depends on the data runs on ``MEASURED_INPUTS``."""
+    from vfasim.functional import policy_for
+    from vfasim.functional.trace_only import data_independent
     from vfasim.runner.api import run
+    from vfasim.runner.spec import DEFAULTS
 
     hw = config or load_hw(CHIPS[row.chip])
     if row.clock_mhz is not None:
@@ -187,23 +222,33 @@ def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | Non
     k = kernel or kernel_for(row.kernel)
     if k is None:
         raise VfasimError(f"no kernel description predicts {row.kernel} rows")
-    algo, part = ROW_RUNS.get(row.kernel, ("fa2", "all"))
+    algo = ROW_RUNS.get(row.kernel, ("fa2", "all"))[0]
+    data = DEFAULTS["workload"] if data_independent(policy_for(algo)) else MEASURED_INPUTS  # no data: the default
     res = run(hw, algo, seq_len=row.seq_len, head_dim=row.head_dim, causal=row.causal,
               heads=row.heads, kv_heads=row.kv_heads, batch=row.batch, decode=row.decode,
               queries=row.seq_len_q if row.decode else 1, kernel=k,
-              matmul_format=FORMATS[row.dtype], numerics_heads=0)
-    prepass = int(res.chip["prepass_cycles"])
-    cycles = {"all": res.latency_cycles, "main": res.latency_cycles - prepass, "prepass": prepass}[part]
-    seconds = cycles / (hw.clock_ghz * 1e9)
-    value = row.flops / seconds / 1e12 if row.metric == "tflops" else seconds * 1e6
+              matmul_format=FORMATS[row.dtype], numerics_heads=0, workload=data)
     chip = res.chip
-    util = {k: float(v) for k, v in chip["utilization"].items()}
-    return Prediction(row, value, str(chip["bound"]), util, int(chip["waves"]), k.name)
+    return Launch(res.latency_cycles, int(chip["prepass_cycles"]), hw.clock_ghz, str(chip["bound"]),
+                  {name: float(v) for name, v in chip["utilization"].items()}, int(chip["waves"]), k.name)
+
+
+def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None,
+            done: Launch | None = None) -> Prediction:
+    """The model's figure for one row, from its run (``launch``; ``done``: that run, made already)."""
+    res = done or launch(row, config, kernel)
+    part = ROW_RUNS.get(row.kernel, ("fa2", "all"))[1]
+    cycles = {"all": res.latency_cycles, "main": res.latency_cycles - res.prepass_cycles,
+              "prepass": res.prepass_cycles}[part]
+    seconds = cycles / (res.clock_ghz * 1e9)
+    value = row.flops / seconds / 1e12 if row.metric == "tflops" else seconds * 1e6
+    return Prediction(row, value, res.bound, res.utilization, res.waves, res.kernel)
 
 
 def predict_all(rows: list[Row], configs: dict[str, HardwareConfig] | None = None, jobs: int = 1,
                 kernels: tuple[Kernel, ...] = ()) -> list[Prediction]:
-    """Predictions in row order; ``jobs`` > 1 spreads rows over processes (same results).
+    """Predictions in row order; ``jobs`` > 1 spreads the runs over processes (same results). Rows that share a
+    run (``run_key``: a kernel's time with and without its pre-pass) share one.
 
     ``kernels`` replace the shipped descriptions for the table kernels they claim (``measured_as``).
     """
@@ -211,11 +256,16 @@ def predict_all(rows: list[Row], configs: dict[str, HardwareConfig] | None = Non
 
     configs = configs or {}
     args = [(r, configs.get(CHIPS[r.chip]), kernel_for(r.kernel, kernels)) for r in rows]
-    out: list[Prediction | None] = [None] * len(args)
-    for i, prediction in compute(predict, args, [f"vfasim-row-{i}" for i in range(len(args))], "local",
-                                 max(jobs, 1), None):
-        out[i] = prediction
-    return [p for p in out if p is not None]
+    keys = [(run_key(r), k.digest() if k is not None else None) for r, _, k in args]  # a chip's config is one
+    first: dict[tuple, int] = {}
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+    unique = sorted(first.values())
+    runs: dict[int, Launch] = {}
+    for j, result in compute(launch, [args[i] for i in unique], [f"vfasim-row-{i}" for i in unique], "local",
+                             max(jobs, 1), None):
+        runs[unique[j]] = result
+    return [predict(r, done=runs[first[key]]) for (r, _, _), key in zip(args, keys)]
 
 
 def subset(rows: list[Row], per_group: int | None) -> list[Row]:
