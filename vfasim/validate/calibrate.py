@@ -32,6 +32,7 @@ from vfasim.validate import (
     kernel_for,
     mape,
     predict_all,
+    predict_tiers,
     spec_only,
     subset,
     with_tuning,
@@ -198,8 +199,8 @@ def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[K
         if not modelled(r):
             key = (r.chip, r.kernel, why_not(r))
             skipped[key] = skipped.get(key, 0) + 1
-    preds = predict_all(mine, jobs=jobs, kernels=kernels)
-    spec = predict_all(mine, {c: spec_only(load_hw(c)) for c in {chip_name(r) for r in mine}}, jobs, kernels)
+    preds, spec = predict_tiers(mine, [{}, {c: spec_only(load_hw(c)) for c in {chip_name(r) for r in mine}}], jobs,
+                                kernels)
     tuning = {}
     for chip in sorted({chip_name(r) for r in mine}):
         cfg = load_hw(chip).chip
