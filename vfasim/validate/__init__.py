@@ -232,7 +232,7 @@ def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs:
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(rows):
         groups.setdefault(_shared_trace(r, kernels), []).append(i)
-    members = list(groups.values())
+    members = sorted(groups.values(), key=lambda idx: -sum(_units(rows[i]) + 256 for i in idx))  # longest first
     tasks = [([rows[i] for i in idx], [kernel_for(rows[i].kernel, kernels) for i in idx],
               [tier[chip_name(rows[idx[0]])] for tier in configs]) for idx in members]
     out: list[list[Prediction | None]] = [[None] * len(rows) for _ in tiers]
@@ -247,8 +247,14 @@ def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs:
 def _shared_trace(row: Row, kernels: tuple[Kernel, ...]) -> tuple:
     """What a row's trace can depend on: all its run's inputs but batch and heads (a task's grouping, not a key)."""
     k = kernel_for(row.kernel, kernels)
-    return (row.chip, row.clock_mhz, k.name if k is not None else row.kernel, ROW_RUNS.get(row.kernel, ("fa2",))[0],
-            row.dtype, row.head_dim, row.causal, row.seq_len, row.seq_len_q, row.decode)
+    return (chip_name(row), row.clock_mhz, k.name if k is not None else row.kernel,
+            ROW_RUNS.get(row.kernel, ("fa2",))[0], FORMATS[row.dtype], row.head_dim, row.causal, row.seq_len,
+            row.seq_len_q, row.decode)
+
+
+def _units(row: Row) -> int:
+    """About how many work units a row's launch has (a task's cost, to start the longest first: a shorter tail)."""
+    return row.batch * row.heads * -(-row.seq_len_q // 128)
 
 
 def _predict_group(rows: list[Row], kernels: list[Kernel | None], configs: list[HardwareConfig]) \
