@@ -2,7 +2,8 @@
 
 Every import counts, also those inside functions. Layers, lowest first (a module may import its own
 layer and those below):
-0. base: errors, frozen values, the allocator, interrupts, atomic outputs and the reference cache (``io``);
+0. base: errors, frozen values, the allocator, interrupts, atomic outputs, the reference cache (``io``) and work
+   reused within a scope (``reuse``);
 1. contracts and descriptions: the trace, number formats, hardware configs, kernels;
 2. models: the functional engine, core timing, the chip model, workloads and Q/K/V files (``io``);
 3. trace renderers: Perfetto views of a trace or a chip launch (they read models' outputs only);
@@ -19,7 +20,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "vfasim"
 LAYERS = [
     ("vfasim.errors", "vfasim.frozen", "vfasim.allocator", "vfasim.io", "vfasim.io.interrupt", "vfasim.io.outputs",
-     "vfasim.io.refcache"),
+     "vfasim.io.refcache", "vfasim.reuse"),
     ("vfasim.trace", "vfasim.formats", "vfasim.hw", "vfasim.kernel"),
     ("vfasim.functional", "vfasim.sim", "vfasim.chip", "vfasim.workloads", "vfasim.io.qkv_files"),
     ("vfasim.report.perfetto", "vfasim.report.chip_perfetto"),

@@ -217,3 +217,22 @@ def test_a_kernel_of_ones_own_is_validated_on_the_rows_it_claims(tmp_path, capsy
     path.write_text(yaml.safe_dump(doc))
     assert main(["validate", "--kernel", str(path)]) == 2
     assert "claims no table kernel" in capsys.readouterr().err
+
+
+def test_reused_work_changes_no_prediction():
+    """Rows sharing a trace (batch and heads apart), a run (VFA's whole, attention-only and pre-pass rows), a decode
+    row and a row at its table's clock, on both tiers (whose timing cores differ for fa3, not for the H100's triton):
+    predicted in one ``reuse`` scope (``predict_tiers``) exactly as each alone outside one."""
+    from vfasim.validate import _shared_trace, chip_name, kernel_for, predict, predict_tiers, spec_only
+
+    rows = [r for r in load_rows() if modelled(r)]
+    shared = [r for r in rows if r.chip == "H100-SXM5-80GB" and r.dtype == "bf16" and r.head_dim == 64 and r.causal
+              and r.seq_len == 256 and r.kernel.startswith("triton") and (r.batch, r.heads) in ((16, 28), (64, 8))]
+    short = [next(r for r in rows if r.decode and r.chip == "H100"), next(r for r in rows if r.clock_mhz)]
+    picked = shared + short
+    assert len({_shared_trace(r, ()) for r in shared}) == 2 < len(shared)  # fa2 and vfa traces, each shared
+    assert {r.kernel for r in shared} >= {"triton_vfa", "triton_vfa_attn", "triton_vfa_minit"}
+    chips = {chip_name(r) for r in picked}
+    tiers = [{}, {c: spec_only(load_hw(c)) for c in chips}]
+    alone = [[predict(r, tier.get(chip_name(r)), kernel_for(r.kernel)) for r in picked] for tier in tiers]
+    assert predict_tiers(picked, tiers) == alone  # every field: predicted value, bound, utilisation, waves

@@ -52,7 +52,7 @@ class EventLoop:
         self.hb, self.lb = np.zeros(s), np.zeros(s)
         self.state_time = np.zeros((s, len(BOUNDS)))  # per slot: its unit's time in each state so far
         self.queued, self.finished = n, 0
-        self.running: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.running: tuple[np.ndarray, ...] | None = None
         z = np.zeros(n)
         self.times = LaunchTimes(z.copy(), z.copy(), np.zeros(n, np.int64), np.zeros(n, np.int64),
                                  np.zeros(n, np.int64), z.copy(), z.copy())
@@ -85,13 +85,15 @@ class EventLoop:
             tm.hbm_bytes[u], tm.l2_hit_bytes[u] = hbm, hits
         return started
 
-    def _running(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(busy slots, their units' compute cycles with the streams now on their cores, HBM and L2 bytes)."""
+    def _running(self) -> tuple[np.ndarray, ...]:
+        """(busy slots, their units' compute cycles with the streams now on their cores, HBM and L2 bytes, and those
+        bytes per cycle at full speed)."""
         if self.running is None:
             act = np.flatnonzero(self.unit >= 0)
             k = np.bincount(self.slot_core[act], minlength=self.cores)
-            self.running = act, self._periods(self.kind[self.unit[act]], k[self.slot_core[act]]), self.hb[act], \
-                self.lb[act]
+            period = self._periods(self.kind[self.unit[act]], k[self.slot_core[act]])
+            hb, lb = self.hb[act], self.lb[act]
+            self.running = act, period, hb, lb, hb / period, lb / period
         return self.running
 
     def _periods(self, kinds: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -103,15 +105,15 @@ class EventLoop:
         return self.table[kinds, k]
 
     def _advance(self) -> None:
-        act, period, hb, lb = self._running()
+        act, period, hb, lb, d_hbm, d_l2 = self._running()
         lat = self.lat[act]
         going = lat <= 0
         every = bool(going.all())  # no unit waits its latency: the masks below select everything
         if every:
-            x, state = waterfill(hb / period, lb / period, self.ports)
+            x, state = waterfill(d_hbm, d_l2, self.ports)
         else:
             x, state = np.zeros(act.size), np.full(act.size, 3)
-            x[going], state[going] = waterfill(hb[going] / period[going], lb[going] / period[going], self.ports)
+            x[going], state[going] = waterfill(d_hbm[going], d_l2[going], self.ports)
         rate = x / period
         with np.errstate(divide="ignore"):
             until = np.where(rate > 0, self.rem[act] / rate, np.inf)
@@ -155,20 +157,22 @@ def waterfill(d_hbm: np.ndarray, d_l2: np.ndarray, ports: Ports) -> tuple[np.nda
     if ports.unit_hbm is not None:
         with np.errstate(divide="ignore"):
             own = np.where(d_hbm > 0, np.minimum(1.0, ports.unit_hbm / d_hbm), 1.0)
-    demands = [(1, d_l2, ports.l2), (2, d_hbm, ports.hbm)]
+    demands = [(1, d_l2, ports.l2, d_l2.sum()), (2, d_hbm, ports.hbm, d_hbm.sum())]  # each with its total
     if own.min(initial=1.0) == 1.0 and all(cap is None or not need > 0 or not cap / need < 1.0
-                                           for _, d, cap in demands for need in [d.sum()]):
+                                           for _, _, cap, need in demands):
         return x, state  # no port saturates at full speed: every unit computes at x = 1 (the loop's first level)
     free = np.ones(d_hbm.size, bool)
+    first = True  # every unit free: the sums below are the totals, nothing is used yet (the same floats)
     while free.any():
-        level = float(own[free].min())
+        level = float(own.min() if first else own[free].min())
         port = 3 if level < 1.0 else 0
-        for code, d, cap in demands:
-            need = d[free].sum()
+        for code, d, cap, total in demands:
+            need = total if first else d[free].sum()
             if cap is not None and need > 0:
-                room = max(cap - float(np.sum(d[~free] * x[~free])), 0.0) / need
+                room = max(cap - (0.0 if first else float(np.sum(d[~free] * x[~free]))), 0.0) / need
                 if room < level:
                     level, port = room, code
+        first = False
         pick = free if port == 0 else free & (own <= level) if port == 3 else free & (demands[port - 1][1] > 0)
         x[pick], state[pick] = level, port
         free &= ~pick

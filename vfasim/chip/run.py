@@ -63,6 +63,7 @@ from vfasim.formats import format_class
 from vfasim.hw.chip import BYTES_PER_GB, ChipSpec, CoreLimits, KernelTuning
 from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.kernel import Kernel, TileRule
+from vfasim.reuse import cached, reusing
 from vfasim.sim import op_cycles
 from vfasim.trace import KIND_CODE, KIND_NAMES, Trace
 
@@ -175,7 +176,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
     splits = min(geo.splits, geo.n_kblocks) or split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
     plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.unit_overhead_cycles)
-    launch = build_launch(trace, rows, kv_key, label, splits)
+    digest = trace.digest() if reusing() else ""  # the trace's identity in the keys of what is reused (``reuse``)
+    launch = cached(("launch", digest, geo, group, splits), lambda: build_launch(trace, rows, kv_key, label, splits))
     busy = busy_by_pipeline(trace, priced, unit_weights(trace, launch), len(core.pipelines))
     del priced  # a few bytes an op, not kept through the event loop
     operand_warps = (rule.warps or kernel.warps) if kernel.operands_from_shared else 0
@@ -184,7 +186,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
         core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
     timing = UnitTiming(core_k, kernel.score_buffers, schedule)
-    timer = UnitTimer(trace, timing, launch.kinds)
+    timer = UnitTimer(trace, timing, launch.kinds, digest)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
     launches = 1 if combine is None else 2

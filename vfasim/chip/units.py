@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vfasim.hw.config import HardwareConfig
+from vfasim.reuse import cached
 from vfasim.sim import simulate
 from vfasim.sim.engine import Timeline
 from vfasim.trace import COLUMNS, KIND_CODE, Trace
@@ -239,10 +240,17 @@ class UnitTiming:
 
 
 class UnitTimer:
-    """Compute cycles of a unit kind with k units on its core, each kind and k simulated once."""
+    """Compute cycles of a unit kind with k units on its core, each kind and k simulated once.
 
-    def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind]) -> None:
+    ``digest``: the trace's (``Trace.digest``), given inside a ``reuse`` scope, where each simulation is made once
+    per key: the trace, the timing (its core by digest, score buffers, schedule), the streams' op ids and the copies,
+    everything ``UnitTiming.timeline`` reads; launches of one trace (other batch or heads, another tier or fit trial
+    with the same timing core) share them.
+    """
+
+    def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind], digest: str = "") -> None:
         self.trace, self.timing, self.kinds = trace, timing, kinds
+        self._key = (digest, timing.core.digest(), timing.score_buffers, timing.schedule) if digest else ()
         self._cycles: dict[tuple[int, int], int] = {}
         self._short_cycles: dict[tuple, int] = {}
         self._long: dict[int, tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None] = {}
@@ -282,7 +290,12 @@ class UnitTimer:
         return self._short_cycles[key]
 
     def _simulate(self, parts: tuple[np.ndarray, ...], streams: int) -> int:
-        return self.timing.timeline(self.trace, parts, streams)[1].total_cycles
+        def timed() -> int:
+            return self.timing.timeline(self.trace, parts, streams)[1].total_cycles
+
+        if not self._key:
+            return timed()
+        return cached(("unit cycles", *self._key, tuple((p.dtype.str, p.tobytes()) for p in parts), streams), timed)
 
 
 def replace_buffers(hw: HardwareConfig, buffers: int) -> HardwareConfig:

@@ -8,6 +8,7 @@ everything else replaces).
 from __future__ import annotations
 
 from collections.abc import Hashable
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,13 @@ def builtin_names() -> list[str]:
 def _builtin_files() -> dict[str, Any]:
     root = resources.files("vfasim").joinpath("hw_configs")
     files = [f for f in root.iterdir() if f.name.endswith(".yaml")]
-    return {read_yaml(f.read_text(), f.name).get("name", f.name[:-5]): f for f in files}
+    return {_config_name(f.read_text(), f.name): f for f in files}
+
+
+@lru_cache(maxsize=256)
+def _config_name(text: str, file_name: str) -> str:
+    """The name a built-in file's text gives its config, parsed once per text (an edited file is parsed anew)."""
+    return read_yaml(text, file_name).get("name", file_name[:-5])
 
 
 def load_hw(name_or_path: str | Path | HardwareConfig) -> HardwareConfig:

@@ -37,6 +37,7 @@ from vfasim.functional import Policy, Precision, Tiling, engine_trace, policy_fo
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, builtin_names
 from vfasim.kernel import Kernel, TileRule, WaveSplit
+from vfasim.reuse import cached
 from vfasim.sim import busiest_stream
 from vfasim.runner.inputs import check_chip_plan
 from vfasim.runner.options import Options
@@ -213,14 +214,17 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
     ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads. ``pad_to`` > 0 (a
     decode tile's rows): the trace computes whole tiles of that many rows, as the MMAs and the softmax of a real
     tile do whatever rows are valid (the engine pads the queries with zero rows, which its skip test leaves out).
-    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them.
+    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them. Inside a ``reuse`` scope the
+    representative trace is made once per key: its tiling, policy, precision, decode and O accumulation, everything
+    ``trace_only`` reads.
     """
     group = heads // kv_heads
     rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
     if data_independent(policy):
-        padded = (rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:])
-        trace = trace_only(Tiling(*padded, representative_heads(group), 1), policy, precision, decode=decode,
-                           o_in_place=o_in_place)
+        padded = Tiling(rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:],
+                        representative_heads(group), 1)
+        trace = cached(("representative trace", padded, policy, repr(precision), decode, o_in_place),
+                       lambda: trace_only(padded, policy, precision, decode=decode, o_in_place=o_in_place))
         return _predicated(trace, tiling_args[0], rows), True
     n_heads, n_kv = (sample * representative_heads(group), sample) if sample else (heads * batch, kv_heads * batch)
     wl = run_workload(None, workload, tiling_args[1], tiling_args[2], n_heads * packed, n_kv, seed, decode, queries)

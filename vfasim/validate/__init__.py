@@ -28,6 +28,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from vfasim.formats import MATMUL_FORMATS, TABLE_NAMES, format_class
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import variant
 from vfasim.kernel import Kernel, kernels_measured_as, kernels_predicted_only, load_kernel
+from vfasim.reuse import cached, reuse
 
 #: table chip name -> built-in config
 CHIPS = {"H100-SXM5-80GB": "H100-SXM", "H100": "H100-SXM", "H200": "H200", "B200": "B200",
@@ -210,7 +212,9 @@ def run_key(row: Row) -> tuple:
 def launch(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None) -> Launch:
     """The chip model's run of a row's kernel (timing only), on ``config`` or the row's built-in chip, as ``kernel``
     or the shipped kernel that claims the row. Tiles, dispatch and decode path are the kernel's own; an algorithm
-    whose trace depends on the data runs on ``MEASURED_INPUTS``."""
+    whose trace depends on the data runs on ``MEASURED_INPUTS``. Inside a ``reuse`` scope a run is made once per
+    key: the config (the row's clock applied) and kernel by digest, the algorithm and every run input, which are all
+    the run depends on; rows that differ only in what they measure (the run's part, the metric, the value) share it."""
     from vfasim.functional import policy_for
     from vfasim.functional.trace_only import data_independent
     from vfasim.runner.api import run
@@ -224,19 +228,20 @@ def launch(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None
         raise VfasimError(f"no kernel description predicts {row.kernel} rows")
     algo = ROW_RUNS.get(row.kernel, ("fa2", "all"))[0]
     data = DEFAULTS["workload"] if data_independent(policy_for(algo)) else MEASURED_INPUTS  # no data: the default
-    res = run(hw, algo, seq_len=row.seq_len, head_dim=row.head_dim, causal=row.causal,
-              heads=row.heads, kv_heads=row.kv_heads, batch=row.batch, decode=row.decode,
-              queries=row.seq_len_q if row.decode else 1, kernel=k,
-              matmul_format=FORMATS[row.dtype], numerics_heads=0, workload=data)
+    inputs: dict[str, Any] = dict(seq_len=row.seq_len, head_dim=row.head_dim, causal=row.causal, heads=row.heads,
+                                  kv_heads=row.kv_heads, batch=row.batch, decode=row.decode,
+                                  queries=row.seq_len_q if row.decode else 1, matmul_format=FORMATS[row.dtype],
+                                  workload=data)
+    res = cached(("validate run", hw.digest(), k.digest(), algo, *sorted(inputs.items())),
+                 lambda: run(hw, algo, kernel=k, numerics_heads=0, **inputs))
     chip = res.chip
     return Launch(res.latency_cycles, int(chip["prepass_cycles"]), hw.clock_ghz, str(chip["bound"]),
                   {name: float(v) for name, v in chip["utilization"].items()}, int(chip["waves"]), k.name)
 
 
-def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None,
-            done: Launch | None = None) -> Prediction:
-    """The model's figure for one row, from its run (``launch``; ``done``: that run, made already)."""
-    res = done or launch(row, config, kernel)
+def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None) -> Prediction:
+    """The model's figure for one row, from its run (``launch``)."""
+    res = launch(row, config, kernel)
     part = ROW_RUNS.get(row.kernel, ("fa2", "all"))[1]
     cycles = {"all": res.latency_cycles, "main": res.latency_cycles - res.prepass_cycles,
               "prepass": res.prepass_cycles}[part]
@@ -247,25 +252,58 @@ def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | Non
 
 def predict_all(rows: list[Row], configs: dict[str, HardwareConfig] | None = None, jobs: int = 1,
                 kernels: tuple[Kernel, ...] = ()) -> list[Prediction]:
-    """Predictions in row order; ``jobs`` > 1 spreads the runs over processes (same results). Rows that share a
-    run (``run_key``: a kernel's time with and without its pre-pass) share one.
+    """Predictions in row order on ``configs`` (a chip they do not name: its built-in config); ``jobs`` > 1 spreads
+    rows over processes (same results).
 
     ``kernels`` replace the shipped descriptions for the table kernels they claim (``measured_as``).
     """
+    return predict_tiers(rows, [configs or {}], jobs, kernels)[0]
+
+
+def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs: int = 1,
+                  kernels: tuple[Kernel, ...] = ()) -> list[list[Prediction]]:
+    """``predict_all`` on each tier's configs, in one pass.
+
+    Rows that can share a trace (``_shared_trace``: everything but batch and heads the same) make one task, which
+    predicts them on every tier inside one ``reuse`` scope: their traces, unit layouts, unit timings and identical
+    runs are made once (``tests/test_validate.py`` checks the predictions against runs without a scope)."""
     from vfasim.sweep.exec import compute  # the sweep's pool: workers ignore Ctrl-C and end with their parent
 
-    configs = configs or {}
-    args = [(r, configs.get(CHIPS[r.chip]), kernel_for(r.kernel, kernels)) for r in rows]
-    keys = [(run_key(r), k.digest() if k is not None else None) for r, _, k in args]  # a chip's config is one
-    first: dict[tuple, int] = {}
-    for i, key in enumerate(keys):
-        first.setdefault(key, i)
-    unique = sorted(first.values())
-    runs: dict[int, Launch] = {}
-    for j, result in compute(launch, [args[i] for i in unique], [f"vfasim-row-{i}" for i in unique], "local",
-                             max(jobs, 1), None):
-        runs[unique[j]] = result
-    return [predict(r, done=runs[first[key]]) for (r, _, _), key in zip(args, keys)]
+    chips = {chip_name(r) for r in rows}
+    configs = [{c: tier.get(c) or load_hw(c) for c in chips} for tier in tiers]
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault(_shared_trace(r, kernels), []).append(i)
+    members = sorted(groups.values(), key=lambda idx: -sum(_units(rows[i]) + 256 for i in idx))  # longest first
+    tasks = [([rows[i] for i in idx], [kernel_for(rows[i].kernel, kernels) for i in idx],
+              [tier[chip_name(rows[idx[0]])] for tier in configs]) for idx in members]
+    out: list[list[Prediction | None]] = [[None] * len(rows) for _ in tiers]
+    for g, predictions in compute(_predict_group, tasks, [f"vfasim-rows-{g}" for g in range(len(tasks))], "local",
+                                  max(jobs, 1), None):
+        for tier, preds in zip(out, predictions):
+            for i, p in zip(members[g], preds):
+                tier[i] = p
+    return [[p for p in tier if p is not None] for tier in out]
+
+
+def _shared_trace(row: Row, kernels: tuple[Kernel, ...]) -> tuple:
+    """What a row's trace can depend on: all its run's inputs but batch and heads (a task's grouping, not a key)."""
+    k = kernel_for(row.kernel, kernels)
+    return (chip_name(row), row.clock_mhz, k.name if k is not None else row.kernel,
+            ROW_RUNS.get(row.kernel, ("fa2",))[0], FORMATS[row.dtype], row.head_dim, row.causal, row.seq_len,
+            row.seq_len_q, row.decode)
+
+
+def _units(row: Row) -> int:
+    """About how many work units a row's launch has (a task's cost, to start the longest first: a shorter tail)."""
+    return row.batch * row.heads * -(-row.seq_len_q // 128)
+
+
+def _predict_group(rows: list[Row], kernels: list[Kernel | None], configs: list[HardwareConfig]) \
+        -> list[list[Prediction]]:
+    """One task of ``predict_tiers``: its rows on each config, in one ``reuse`` scope."""
+    with reuse():
+        return [[predict(r, c, k) for r, k in zip(rows, kernels)] for c in configs]
 
 
 def subset(rows: list[Row], per_group: int | None) -> list[Row]:

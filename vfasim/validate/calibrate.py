@@ -20,6 +20,7 @@ import numpy as np
 from vfasim.errors import VfasimError
 from vfasim.hw import HardwareConfig, builtin_names, load_hw
 from vfasim.kernel import Kernel
+from vfasim.reuse import reuse
 from vfasim.validate import (
     CHIP_KERNELS,
     CHIPS,
@@ -32,6 +33,7 @@ from vfasim.validate import (
     kernel_for,
     mape,
     predict_all,
+    predict_tiers,
     spec_only,
     subset,
     with_tuning,
@@ -66,7 +68,14 @@ class Fitted:
 def fit_style(rows: list[Row], chip: str, style: str, jobs: int = 1, per_group: int | None = None) -> Fitted | None:
     """Tune (chip, style) on its fit rows, at most ``per_group`` of each group (``validate.subset``: None keeps
     every published row and ``CAMPAIGN_ROWS_PER_GROUP`` of a campaign's) spread over the group's fit rows;
-    None when it has fewer than two."""
+    None when it has fewer than two. The trials run in one ``reuse`` scope: each row's trace and unit layout is made
+    once, and its unit timings once per tensor efficiency (``jobs`` > 1 spreads each trial's rows over processes,
+    which keep nothing from one trial to the next)."""
+    with reuse():
+        return _fit_style(rows, chip, style, jobs, per_group)
+
+
+def _fit_style(rows: list[Row], chip: str, style: str, jobs: int, per_group: int | None) -> Fitted | None:
     mine = subset([r for r in rows if r.fit and chip_name(r) == chip and _kernel_name(r) == style
                    and ROW_RUNS.get(r.kernel, ("", "all"))[1] != "prepass"], per_group)  # a pre-pass row: no tuning
     if len(mine) < 2:
@@ -119,8 +128,18 @@ def _golden(f: Callable[[float], float], lo: float, hi: float) -> float:
 
 
 def fit_all(rows: list[Row], jobs: int = 1, per_group: int | None = None) -> list[Fitted]:
-    chips = sorted({CHIPS[r.chip] for r in rows})
-    return [f for c in chips for s in CHIP_KERNELS if (f := fit_style(rows, c, s, jobs, per_group)) is not None]
+    """Every (chip, kernel) fit in chip and ``CHIP_KERNELS`` order, the fits spread over ``jobs`` processes (each
+    fit's trials in one process, which reuses its rows' work from trial to trial), those with most rows first."""
+    from vfasim.sweep.exec import compute  # the sweep's pool: workers ignore Ctrl-C and end with their parent
+
+    pairs = [(c, s) for c in sorted({CHIPS[r.chip] for r in rows}) for s in CHIP_KERNELS]
+    size = Counter((chip_name(r), _kernel_name(r)) for r in rows if r.fit)
+    order = sorted(range(len(pairs)), key=lambda i: -size[pairs[i]])
+    fitted: dict[int, Fitted | None] = {}
+    for i, f in compute(fit_style, [(rows, *pairs[i], 1, per_group) for i in order],
+                        [f"vfasim-fit-{'-'.join(pairs[i])}" for i in order], "local", max(jobs, 1), None):
+        fitted[order[i]] = f
+    return [f for i in range(len(pairs)) if (f := fitted[i]) is not None]
 
 
 def _kernel_name(row: Row) -> str:
@@ -198,8 +217,8 @@ def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[K
         if not modelled(r):
             key = (r.chip, r.kernel, why_not(r))
             skipped[key] = skipped.get(key, 0) + 1
-    preds = predict_all(mine, jobs=jobs, kernels=kernels)
-    spec = predict_all(mine, {c: spec_only(load_hw(c)) for c in {chip_name(r) for r in mine}}, jobs, kernels)
+    preds, spec = predict_tiers(mine, [{}, {c: spec_only(load_hw(c)) for c in {chip_name(r) for r in mine}}], jobs,
+                                kernels)
     tuning = {}
     for chip in sorted({chip_name(r) for r in mine}):
         cfg = load_hw(chip).chip
