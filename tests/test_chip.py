@@ -491,3 +491,6 @@ def test_a_kernel_in_phase_makes_its_matmuls_and_exps_take_turns_at_its_own_exp_
     overlapped = vfasim.run("H100-SXM", "fa2", kernel=beside, **kw)
     assert in_phase.chip["streams_per_core"] == 2  # two CTAs share each SM
     assert in_phase.latency_cycles > overlapped.latency_cycles
+    util = in_phase.chip["utilization"]  # the roles taking turns are reported, and can bound the run, as one
+    assert util["tensor+exp"] == pytest.approx(util["tensor"] + util["exp"])
+    assert "tensor+exp" not in overlapped.chip["utilization"]

@@ -368,9 +368,13 @@ def _totals(plan: _Plan, launch: Launch, busy_cycles: tuple[np.ndarray, np.ndarr
 
 
 def _shared_streams(core: HardwareConfig, util: dict[str, float]) -> dict[str, float]:
-    """Utilisation of each stream several pipelines share, named by their roles joined by "+" (e.g. vector+exp)."""
+    """Utilisation of each stream several pipelines share, and of the roles that take turns on the core
+    (``take_turns``), named by their roles joined by "+" (e.g. vector+exp, tensor+exp)."""
     shared = [s for s in core.issue_streams() if len(s) > 1]
-    return {"+".join(core.pipelines[n].role for n in s): sum(util[n] for n in s) for s in shared}
+    out = {"+".join(core.pipelines[n].role for n in s): sum(util[n] for n in s) for s in shared}
+    if core.take_turns:
+        out["+".join(core.take_turns)] = sum(u for n, u in util.items() if core.pipelines[n].role in core.take_turns)
+    return out
 
 
 def _bound(classes: dict[str, float]) -> str:
