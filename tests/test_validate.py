@@ -43,7 +43,7 @@ def doc(scatter_folder: Path):
 
     buf = io.StringIO()
     with redirect_stdout(buf):
-        status = main(["validate", "--rows", "1", "--json", "--jobs", "1", "--out", str(scatter_folder)])
+        status = main(["validate", "--rows", "1", "--json", "--jobs", "2", "--out", str(scatter_folder)])
     assert status == 0
     return json.loads(buf.getvalue())
 
@@ -210,7 +210,7 @@ def test_a_kernel_of_ones_own_is_validated_on_the_rows_it_claims(tmp_path, capsy
     rows = [r for r in load_rows() if r.kernel == "fa3" and not r.decode][:2]
     preds = predict_all(rows, kernels=(load_kernel(path),))
     assert [p.kernel for p in preds] == ["fa3-mine", "fa3-mine"]
-    assert main(["validate", "--rows", "1", "--jobs", "1", "--kernel", str(path), "--json"]) == 0
+    assert main(["validate", "--rows", "1", "--jobs", "2", "--kernel", str(path), "--json"]) == 0
     groups = json.loads(capsys.readouterr().out)["groups"]
     assert {g["style"] for g in groups if g["kernel"] == "fa3"} == {"fa3-mine"}
     doc["measured_as"] = []
