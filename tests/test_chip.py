@@ -494,3 +494,20 @@ def test_a_kernel_in_phase_makes_its_matmuls_and_exps_take_turns_at_its_own_exp_
     util = in_phase.chip["utilization"]  # the roles taking turns are reported, and can bound the run, as one
     assert util["tensor+exp"] == pytest.approx(util["tensor"] + util["exp"])
     assert "tensor+exp" not in overlapped.chip["utilization"]
+
+
+def test_take_turns_names_roles_the_core_has():
+    doc = load_hw("H100-SXM").model_dump()
+    for turns, why in ((["tensor"], "two or more distinct roles"), (["tensor", "tensor"], "two or more distinct"),
+                       (["tensor", "memory", "exp"], None)):
+        doc["take_turns"] = turns
+        if why is None:
+            assert HardwareConfig.model_validate(doc).take_turns == ("tensor", "memory", "exp")
+        else:
+            with pytest.raises(ValueError, match=why):
+                HardwareConfig.model_validate(doc)
+    del doc["pipelines"]["mover"]
+    doc["op_map"] = {k: ("fused" if v == "mover" else v) for k, v in doc["op_map"].items()}
+    doc["take_turns"] = ["tensor", "memory"]
+    with pytest.raises(ValueError, match="role 'memory', which no pipeline has"):
+        HardwareConfig.model_validate(doc)

@@ -149,6 +149,9 @@ class HardwareConfig(_Strict):
         self._check_shared_issue()
         if len(set(self.take_turns)) != len(self.take_turns) or len(self.take_turns) == 1:
             raise ValueError(f"take_turns must name two or more distinct roles, got {list(self.take_turns)}")
+        missing = [r for r in self.take_turns if r not in {p.role for p in self.pipelines.values()}]
+        if missing:
+            raise ValueError(f"take_turns names role {missing[0]!r}, which no pipeline has")
         return self
 
     def _check_shared_issue(self) -> None:
