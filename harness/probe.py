@@ -30,7 +30,15 @@ def main(argv: list[str] | None = None) -> int:
                     "'backend:dtype:D:causal:batch:heads:kv_heads:seq_q:seq_k,...' with backend sdpa_flash or sdpa_cudnn")
     ap.add_argument("--krepr", default="", help="instead of the attention cases, krepr_kernel alone on the same "
                     "shapes: 'D:dtype:block_n,...' (e.g. '128:fp16:64,64:fp8_e4m3:64')")
+    ap.add_argument("--cases", default="", help="instead of the default Triton cases, 'mode:dtype:D,...' (mode fa2, vfa, "
+                    "vsa or dots) on the same FA3-regime shapes (batch 4, 2048 / D heads, 4096 tokens, not causal)")
     a = ap.parse_args(argv)
+    cases = DEFAULT_CASES
+    if a.cases:
+        cases = tuple((m, dt, int(d), False, 4, 2048 // int(d), 4096) for m, dt, d in
+                      (spec.split(":") for spec in a.cases.split(",")))
+        if any(m not in ("fa2", "vfa", "vsa", "dots") for m, *_ in cases):
+            ap.error(f"--cases: a mode is not one of fa2, vfa, vsa, dots: {a.cases}")
     import torch  # after the arguments: --help needs no GPU stack
 
     from harness import kernels
@@ -63,15 +71,15 @@ def main(argv: list[str] | None = None) -> int:
                 launches.append((i, f"krepr{bn}", dtype, d, False, 4, 2048 // d, 4096, "krepr_kernel", rep))
             torch.cuda.synchronize()
             print(f"krepr {i}: {dtype} d{d} block_n {bn}", file=sys.stderr, flush=True)
-    for i, (mode, dtype, d, causal, b, h, n) in enumerate(() if a.krepr or a.sdpa else DEFAULT_CASES):
+    for i, (mode, dtype, d, causal, b, h, n) in enumerate(() if a.krepr or a.sdpa else cases):
         q, k, v = Inputs(Case(b, h, h, n, n, d, causal, "probe"), 1000 + i).get(dtype)
         cfg = kernels.config_for(d, n)
         kr = None
-        if mode == "vfa":
+        if mode in ("vfa", "vsa"):
             kr = kernels.krepr(k, cfg[1])
             launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", "compile"))
         for rep in ("compile", "profiled"):
-            if mode == "vfa":
+            if mode in ("vfa", "vsa"):
                 kernels.krepr(k, cfg[1], out=kr)
                 launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", rep))
             kernels.attention(q, k, v, causal, mode, kr=kr)

@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="VFA/VSA loop form: 1 one pipelined loop over the visit order, 0 special blocks + 4 loops")
     ap.add_argument("--pick-configs", action="store_true", help="time candidate tile configs first, keep the best")
     ap.add_argument("--workers", type=int, default=8, help="parallel compile/check processes")
+    ap.add_argument("--chain-against", default="triton_vfa_attn,triton_dots",
+                    help="the kernels the chain phase times against Triton FA2, comma-separated (of triton_vfa_attn, "
+                         "triton_vsa_attn, triton_dots)")
     ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
                     help="comma-separated; also 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
                          "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
@@ -60,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = phases - set(PHASES)
     if unknown:
         ap.error(f"unknown phase(s) {', '.join(sorted(unknown))} (valid: {', '.join(PHASES)})")
+    against = tuple(a.chain_against.split(","))
+    bad = set(against) - {"triton_vfa_attn", "triton_vsa_attn", "triton_dots"}
+    if bad or not a.chain_against:
+        ap.error(f"--chain-against: unknown kernel(s) {', '.join(sorted(bad)) or '(none given)'} "
+                 "(valid: triton_vfa_attn, triton_vsa_attn, triton_dots)")
     budget = Budget(a.budget_s)
     out = a.out
     os.makedirs(out, exist_ok=True)
@@ -198,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             runner.run_pairs(grid, ("fp16", "bf16", "fp8_e4m3"))
         if "chain" in phases:
             grid = A.chain_grid(sms, (128,), (2048,)) if a.quick else A.chain_grid(sms)
-            runner.run_pairs(grid, ("fp16", "fp8_e4m3"), table="chain", against=("triton_vfa_attn", "triton_dots"))
+            runner.run_pairs(grid, ("fp16", "fp8_e4m3"), table="chain", against=against)
         if "decode" in phases:
             grid = A.decode_grid()[:6] if a.quick else A.decode_grid()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16",), reserve_s=150)
@@ -502,8 +510,8 @@ def table_notes() -> dict:
                            "of each, order swapped every rep, L2 flushed before every call); a_us and b_us are each "
                            "one's median, ratio the median over reps of a's time / b's time in that rep, its spread "
                            "(p80 - p20) / median in %"},
-        "chain": {"about": "the pairs measurement (see pairs), FA2 against VFA's kernel and against triton_dots (the same "
-                           "loop with its softmax removed), at one query block of 128 rows per CTA, every CTA on one "
+        "chain": {"about": "the pairs measurement (see pairs), FA2 against the kernels of --chain-against (VFA's kernel and "
+                           "triton_dots, the same loop with its softmax removed, unless told; triton_vsa_attn: VSA's), at one query block of 128 rows per CTA, every CTA on one "
                            "K/V head: 1 CTA on the GPU, one per SM and two per SM (harness/attention.py chain_grid), "
                            "K/V lengths 2048 and 16384"},
     }

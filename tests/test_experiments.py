@@ -127,6 +127,27 @@ def test_chain_compares_the_tile_with_one_and_two_ctas_per_sm(tmp_path):
     assert r["ctas"] == 264  # a head's 128 query rows are two 64-row CTAs
 
 
+def test_the_bm64_campaign_describes_the_shipped_triton_kernel_with_other_tiles():
+    from vfasim.kernel import load_kernel
+    shipped = load_kernel("triton").model_dump()
+    bm64 = load_kernel(str(ROOT / "validation" / "chain_bm64_h100_2026_11" / "kernel.yaml")).model_dump()
+    tiles = {"name", "description", "measured_as", "predicts", "tiles", "warps"}
+    assert {k: v for k, v in bm64.items() if k not in tiles} == {k: v for k, v in shipped.items() if k not in tiles}
+    assert {t["block_q"] for t in bm64["tiles"]} == {64} and {t["block_q"] for t in shipped["tiles"]} == {128}
+
+
+def test_chain_models_vsa_where_the_table_measured_it():
+    study = _script("real_chips", "chain")
+    groups = study.measured(ROOT / "validation" / "chain_vsa_h100_2026_11" / "chain.csv")
+    assert len(groups) == 12 and all(set(g) == {"triton_vfa_attn", "triton_vsa_attn", "triton_dots"}
+                                     for g in groups.values())
+    r = study.compare(64, "fp8_e4m3", 132, groups[(64, "fp8_e4m3", 132)], 132)
+    rows = groups[(64, "fp8_e4m3", 132)]["triton_vsa_attn"]
+    assert r["vsa_ns"] == study.per_block_ns({n: float(x["b_us"]) for n, x in rows.items()}, 64)
+    assert r["vsa_error"] == (r["model_vsa_ns"] - r["vsa_ns"]) / r["vsa_ns"] and r["model_vsa_ns"] > 0
+    assert r["vsa_over_vfa"] == r["vsa_ns"] / r["vfa_ns"]  # measured rows only
+
+
 def test_loop_efficiency_solves_the_matmul_rate_through_the_model_and_is_the_shipped_one(tmp_path):
     study = _script("real_chips", "loop_efficiency")
     [r] = study.main(["--metric", "tl_dot_fa_loop_fp16_d128_tflops", "--out", str(tmp_path)])

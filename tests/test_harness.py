@@ -238,3 +238,16 @@ def test_the_units_table_keeps_the_cta_count_at_every_length(gpu):
         rows = list(csv.DictReader(f))
     assert {r["kernel"] for r in rows} == {"triton_fa2"}
     assert {int(r["heads"]) * int(r["seq_len"]) // 128 for r in rows} == {1056}
+
+
+def test_ncu_table_joins_the_raw_page_with_the_probe_manifest(tmp_path):
+    from harness import ncu_table
+    folder = ROOT / "validation" / "ncu_vsa_h100_2026_11"
+    got = ncu_table.rows(str(folder / "ncu_raw.txt"), str(folder / "manifest.csv"), "attn_fwd")
+    assert len(got) == 16 and [r["launch"] for r in got[:2]] == ["compile", "profiled"]
+    prof = {(r["mode"], r["dtype"], int(r["head_dim"])): r for r in got if r["launch"] == "profiled"}
+    vfa, vsa = prof[("vfa", "fp16", 128)], prof[("vsa", "fp16", 128)]
+    assert float(vsa["duration_ns"]) > float(vfa["duration_ns"])
+    assert int(vsa["shared_mem_per_block"]) < int(vfa["shared_mem_per_block"])  # no multi-stage K/V buffers
+    with pytest.raises(SystemExit, match="launches"):
+        ncu_table.rows(str(folder / "ncu_raw.txt"), str(folder / "manifest.csv"), "krepr_kernel")

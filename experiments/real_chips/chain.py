@@ -24,7 +24,7 @@ from vfasim.formats import MATMUL_FORMATS, format_class
 from vfasim.hw import load_hw
 from vfasim.kernel import load_kernel
 from vfasim.report.tables import write_table
-from vfasim.validate import CHIPS, FORMATS, UNSTABLE_SPREAD_PCT
+from vfasim.validate import CHIPS, FORMATS, MEASURED_INPUTS, UNSTABLE_SPREAD_PCT
 
 HERE = Path(__file__).resolve().parent
 TABLE = HERE.parents[1] / "validation" / "chain_h100_2026_11" / "chain.csv"
@@ -32,6 +32,7 @@ CHAIN_ROWS = 128  # query rows of every head of harness/attention.py chain_grid
 MODEL_SEQS = (4224, 16896)  # 33 x 128 and 132 x 128 query rows: 132 heads' worth of query blocks at 4 heads and at 1
 COLUMNS = ("head_dim", "dtype", "ctas", "fa2_ns", "model_fa2_ns", "fa2_error", "vfa_ns", "model_vfa_ns",
            "speedup", "model_speedup", "softmax_ns", "model_softmax_ns", "vfa_removes_ns", "model_vfa_removes_ns")
+VSA_COLUMNS = ("vsa_ns", "model_vsa_ns", "vsa_error", "vsa_over_vfa", "model_vsa_over_vfa")
 SOFTMAX = ("rowmax", "running_max", "rescale_factor", "sub", "exp", "rowsum", "accumulate_l", "rescale_o")
 
 
@@ -71,18 +72,27 @@ def compare(head_dim: int, dtype: str, heads: int, rows: dict[str, dict[int, dic
     vfa = per_block_ns({n: float(r["b_us"]) for n, r in vfa_rows.items()}, block_k)
     fa2_again = per_block_ns({n: float(r["a_us"]) for n, r in dots_rows.items()}, block_k)
     dots = per_block_ns({n: float(r["b_us"]) for n, r in dots_rows.items()}, block_k)
+    vsa_rows = rows.get("triton_vsa_attn")
     hw = load_hw(chip)
     no_softmax = hw.model_copy(update={"op_map": {**hw.op_map, **dict.fromkeys(SOFTMAX, "fused")}})
     model = {}
-    for name, cfg, algo in (("fa2", hw, "fa2"), ("vfa", hw, "vfa"), ("dots", no_softmax, "fa2")):
+    runs = [("fa2", hw, "fa2"), ("vfa", hw, "vfa"), ("dots", no_softmax, "fa2")] + ([("vsa", hw, "vsa")] if vsa_rows
+                                                                                   else [])
+    for name, cfg, algo in runs:
         lat = {}
         for n in MODEL_SEQS:
             res = run(cfg, algo, seq_len=n, head_dim=head_dim, heads=heads // sms * MODEL_SEQS[-1] // n, causal=False,
-                      kernel=kernel, matmul_format=FORMATS[dtype], numerics_heads=0)
+                      kernel=kernel, matmul_format=FORMATS[dtype], numerics_heads=0,
+                      **({"workload": MEASURED_INPUTS} if algo == "vsa" else {}))
             lat[n] = res.latency_us - float(res.chip["prepass_us"])  # type: ignore[arg-type]
         model[name] = per_block_ns(lat, block_k)
     ctas = heads * -(-CHAIN_ROWS // tile.block_q)
-    return {"head_dim": head_dim, "dtype": dtype, "ctas": ctas, "fa2_ns": fa2, "model_fa2_ns": model["fa2"],
+    extra = {}
+    if vsa_rows:
+        vsa = per_block_ns({n: float(r["b_us"]) for n, r in vsa_rows.items()}, block_k)
+        extra = {"vsa_ns": vsa, "model_vsa_ns": model["vsa"], "vsa_error": (model["vsa"] - vsa) / vsa,
+                 "vsa_over_vfa": vsa / vfa, "model_vsa_over_vfa": model["vsa"] / model["vfa"]}
+    return extra | {"head_dim": head_dim, "dtype": dtype, "ctas": ctas, "fa2_ns": fa2, "model_fa2_ns": model["fa2"],
             "fa2_error": (model["fa2"] - fa2) / fa2, "vfa_ns": vfa, "model_vfa_ns": model["vfa"],
             "speedup": fa2 / vfa, "model_speedup": model["fa2"] / model["vfa"],
             "softmax_ns": fa2_again - dots, "model_softmax_ns": model["fa2"] - model["dots"],
@@ -95,6 +105,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--kernel", default="triton", help="the kernel description the table's tiles are (a name or a "
                    "YAML file: a campaign run with other --configs needs a description with those tiles)")
     p.add_argument("--out", type=Path, default=HERE / "out")
+    p.add_argument("--stem", help="the output files' name (default: chain, chain_<chip> off the H100, _<kernel> for "
+                   "another description)")
     args = p.parse_args(argv)
     groups = measured(args.table)
     sms = min(c for _, _, c in groups)
@@ -102,13 +114,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     chip = CHIPS[next(iter(next(iter(groups.values()))["triton_dots"].values()))["chip"]]
     stem = "chain" if chip == "H100-SXM" else f"chain_{chip.lower()}"
     kernel = load_kernel(args.kernel).name
-    write_table(got, COLUMNS, args.out / (stem if kernel == "triton" else f"{stem}_{kernel}"))
+    columns = COLUMNS + (VSA_COLUMNS if all("vsa_ns" in r for r in got) else ())
+    write_table(got, columns, args.out / (args.stem or (stem if kernel == "triton" else f"{stem}_{kernel}")))
     for r in got:
         print(f"d{r['head_dim']} {r['dtype']:<9} {r['ctas']} CTAs: FA2 per key block {r['fa2_ns']:.0f} ns, model "
               f"{r['model_fa2_ns']:.0f} ({r['fa2_error']:+.0%}); VFA's kernel {r['vfa_ns']:.0f} ns, model "
               f"{r['model_vfa_ns']:.0f}; speedup {r['speedup']:.3f}, model {r['model_speedup']:.3f}; softmax exposed "
               f"{r['softmax_ns']:.0f} ns, model {r['model_softmax_ns']:.0f}; VFA removes {r['vfa_removes_ns']:.0f} ns, "
-              f"model {r['model_vfa_removes_ns']:.0f}")
+              f"model {r['model_vfa_removes_ns']:.0f}" + (f"; VSA's kernel {r['vsa_ns']:.0f} ns, model "
+                                                         f"{r['model_vsa_ns']:.0f} ({r['vsa_error']:+.0%})"
+                                                         if "vsa_ns" in r else ""))
     return got
 
 
