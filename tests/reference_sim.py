@@ -2,7 +2,8 @@
 
 One generator process per op waits for the events of all its predecessors (data
 dependencies, the op ``units`` places before it in its pipeline's stream, the op
-that frees the buffer it takes, the previous op in issue order of a role in ``take_turns``), then holds a slot
+that frees the buffer it takes, the previous op in issue order of a role in ``take_turns``, of its own row under
+``turns_within: row``), then holds a slot
 of its pipeline, a
 ``simpy.Resource`` of ``units`` slots, for its cycles. Pipelines that share an
 instruction stream (``shares_issue_with``) share one stream and one resource. Under
@@ -121,8 +122,10 @@ def predecessors(trace: Trace, hw: HardwareConfig, pipe: list[int], schedule: st
             preds[takes[k]].add(frees[k - hw.score_buffers])
     roles = [spec.role for spec in hw.pipelines.values()]
     turns = [i for i in order if pipe[i] >= 0 and roles[pipe[i]] in hw.take_turns]  # take_turns: one at a time
-    for a, b in zip(turns, turns[1:]):
-        preds[b].add(a)
+    for r in sorted({int(trace.row[i]) for i in turns}) if hw.turns_within == "row" else [None]:
+        mine = [i for i in turns if r is None or int(trace.row[i]) == r]  # turns_within row: each row on its own
+        for a, b in zip(mine, mine[1:]):
+            preds[b].add(a)
     return preds
 
 

@@ -511,3 +511,32 @@ def test_take_turns_names_roles_the_core_has():
     doc["take_turns"] = ["tensor", "memory"]
     with pytest.raises(ValueError, match="role 'memory', which no pipeline has"):
         HardwareConfig.model_validate(doc)
+
+
+def test_a_loop_that_is_not_pipelined_runs_each_stream_in_program_order_paying_the_l2_latency_per_load():
+    # the triton kernel's VSA loop is compiled without software pipelining: its timing core makes every role take
+    # turns within a stream (beside the other streams), and its loads wait out the L2 latency and move at the core's
+    # share of the L2 bandwidth, one memory unit per stream; VSA runs slower than on a pipelined loop, FA2 and VFA
+    # (no block test) exactly as fast
+    from vfasim.chip.run import in_order_core
+
+    triton = load_kernel("triton")
+    assert not triton.skip_loop_pipelined
+    h100 = load_hw("H100-SXM")
+    core = in_order_core(h100, h100.chip, h100.clock_ghz, 2)
+    mover = core.pipelines["mover"]
+    share = h100.chip.l2.bandwidth_gb_per_s / (h100.chip.cores * h100.clock_ghz)
+    assert (mover.units, mover.units_by) == (2, "row") and mover.throughput["bytes"] == pytest.approx(share / 2)
+    assert mover.startup_cycles == h100.pipelines["mover"].startup_cycles + h100.chip.l2.latency_cycles
+    assert set(core.take_turns) == {"tensor", "vector", "exp", "memory"} and core.turns_within == "row"
+    no_l2 = h100.chip.model_copy(update={"l2": None})
+    with pytest.raises(VfasimError, match="gives no l2"):
+        in_order_core(h100, no_l2, h100.clock_ghz, 2)
+    pipelined = triton.model_copy(update={"skip_loop_pipelined": True})
+    kw = dict(seq_len=2048, head_dim=128, heads=8, batch=1, numerics_heads=0)
+    for algo in ("fa2", "vfa"):
+        assert vfasim.run("H100-SXM", algo, kernel=triton, **kw).latency_cycles == \
+            vfasim.run("H100-SXM", algo, kernel=pipelined, **kw).latency_cycles
+    serial = vfasim.run("H100-SXM", "vsa", kernel=triton, workload="random", **kw)
+    overlapped = vfasim.run("H100-SXM", "vsa", kernel=pipelined, workload="random", **kw)
+    assert serial.latency_cycles > 1.2 * overlapped.latency_cycles

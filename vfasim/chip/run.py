@@ -27,6 +27,10 @@ Chip-level figures:
 - FLOPs = 4 · head_dim · visible query-key pairs · heads · batch (causal pairs
   counted exactly), the convention of published attention throughput.
 - Each launch adds the chip's ``launch_overhead_us`` (a microbenchmark figure) to the latency.
+- A kernel whose key loop is not software-pipelined when it carries a block test (``Kernel.skip_loop_pipelined``
+  false; a trace with skip tests) has its units timed in program order per stream (``in_order_core``): each K/V
+  load waits out the L2 latency and moves its bytes at the core's share of the L2 bandwidth (L2, not HBM: a head's
+  K/V tiles are read by all its query blocks and mostly hit), then the tile's compute runs, then the next load.
 - A kernel with no ``kernel_tuning`` entry runs its matmuls at the chip's microbenchmark ceiling for its
   MMA path (``mma_efficiency``), or at the datasheet rate where none is given.
 - A launch with splits > 1 adds a combine launch after the main one: each CTA
@@ -183,9 +187,12 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     operand_warps = (rule.warps or kernel.warps) if kernel.operands_from_shared else 0
     prepass = kernel.minit == "prepass" and bool(np.any(trace.kind == KIND_CODE["key_summary"]))
     core_k = timing_core(plan.core, kernel.mma == "per_stream", operand_warps, streams, shape, chip.core_limits)
+    buffers = kernel.score_buffers
+    if not kernel.skip_loop_pipelined and bool(np.any(trace.kind == KIND_CODE["skip_test"])):
+        core_k, buffers = in_order_core(core_k, chip, hw.clock_ghz, streams), 1  # no tile ahead of the one in hand
     if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
         core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
-    timing = UnitTiming(core_k, kernel.score_buffers, schedule)
+    timing = UnitTiming(core_k, buffers, schedule)
     timer = UnitTimer(trace, timing, launch.kinds, digest)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
@@ -232,6 +239,30 @@ def tuned_core(hw: HardwareConfig, tuning: KernelTuning, kernel: Kernel) -> Hard
     if any(pipes[n] is not p for n, p in hw.pipelines.items()):
         update["pipelines"] = pipes
     return hw.model_copy(update=update) if update else hw
+
+
+def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, streams: int) -> HardwareConfig:
+    """The core as a loop that is not software-pipelined runs: every op of a stream after the one before it (all
+    roles take turns within each row), and each memory pipe dealt by row, one unit per stream, whose copies wait out
+    the L2 latency and move at the core's share of the L2 bandwidth (and no faster than the pipe), shared by the
+    streams."""
+    if chip.l2 is None:
+        raise VfasimError(f"{core.name}: a loop that is not software-pipelined is timed with the chip's L2 latency "
+                          "and bandwidth, and its chip section gives no l2")
+    share = chip.bytes_per_cycle(chip.l2, clock_ghz) / chip.cores
+    pipes = dict(core.pipelines)
+    for name, p in core.pipelines.items():
+        if p.role != "memory":
+            continue
+        if p.shares_issue_with or any(q.shares_issue_with == name for q in core.pipelines.values()):
+            raise VfasimError(f"{core.name}: memory pipe {name!r} shares an issue stream; an in-order loop gives "
+                              "each stream its own")
+        rate = min(p.throughput["bytes"] * p.units, share) / streams
+        pipes[name] = p.model_copy(update={"units": streams, "units_by": "row", "throughput": {"bytes": rate},
+                                           "startup_cycles": p.startup_cycles + chip.l2.latency_cycles})
+    roles = tuple(dict.fromkeys(p.role for p in pipes.values()))
+    return core.model_copy(update={"pipelines": pipes, "take_turns": roles if len(roles) > 1 else (),
+                                   "turns_within": "row"})
 
 
 def timing_core(core: HardwareConfig, mma_per_stream: bool, operand_warps: int, streams: int, shape: TileShape,

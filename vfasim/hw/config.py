@@ -129,6 +129,10 @@ class HardwareConfig(_Strict):
         default=(), description="Pipeline roles whose ops take turns core-wide, in issue order, whatever their streams "
         "(a kernel whose warp groups reach the softmax in phase sets tensor and exp: its exps never run beside its "
         "matmuls); empty: none")
+    turns_within: Literal["core", "row"] = Field(
+        default="core", description="Where ops of the take_turns roles take turns: core, all of the core's ops in one "
+        "order; row, each trace row (a tile stream) on its own, beside the others (a loop that runs in program order "
+        "per stream)")
 
     @model_validator(mode="after")
     def _consistent(self) -> HardwareConfig:

@@ -224,6 +224,11 @@ class Kernel(_Strict):
     v_before_skip_test: bool = Field(default=False, description="A skipping algorithm's block test (BLASST, VSA) "
                                      "comes after the block's V load in the source, so a skipped block still reads "
                                      "its V; false: only a kept block loads V, after the test")
+    skip_loop_pipelined: bool = Field(
+        default=True, description="The key loop stays software-pipelined when it carries a skipping algorithm's block "
+        "test; false: the compiled loop runs in program order (each stream's ops one after another, its K/V loads in "
+        "the iteration that uses them, each waiting out the L2 latency and moving its bytes at the core's share of "
+        "the L2 bandwidth)")
     minit: Literal["prepass", "inline"] = Field(
         description="Where VFA's key summaries are made: prepass - a separate launch reads K once and writes them, "
                     "the attention kernel reads them in its prologue; inline - the tile stream that first needs a K/V "

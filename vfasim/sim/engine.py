@@ -18,7 +18,8 @@ Conventions (the tests pin these down):
   is free again once the op the trace names as freeing it has ended, and the
   core has B buffers of each kind. Ops of the pipeline roles a config names in
   ``take_turns`` (set by a kernel whose exps never run beside its matmuls) also
-  wait for the previous such op in issue order. ``serial``: one stream for the
+  wait for the previous such op in issue order (of their own row with
+  ``turns_within: row``: a loop each stream runs in program order). ``serial``: one stream for the
   whole core, in issue order — no overlap at all. (``schedule.py`` has the details.)
 
 Method: ops are visited in issue order, a topological order of every edge
@@ -106,7 +107,7 @@ def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> T
     order = issue_order(trace, hw, schedule)
     stream, chain = stream_chains(pipe, order, hw, schedule, trace.row)
     buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
-    turn = turn_predecessors(pipe, order, hw, schedule)
+    turn = turn_predecessors(pipe, order, hw, schedule, trace.row)
     end = end_cycles(trace, order, cycles, stream, chain, buffer, turn, schedule)
     del order, chain
     start = end - cycles

@@ -11,8 +11,9 @@ arbitrated memory ports of a chip model and never made here):
 - buffer: the i-th op taking a tile buffer waits for the (i − B)-th op freeing
   it, B = ``score_buffers`` (``pipelined`` only);
 - turn: an op of a pipeline whose role is in ``take_turns`` waits for the
-  previous such op in issue order, whatever its stream (``pipelined`` only:
-  ``serial`` already runs every op in turn).
+  previous such op in issue order, whatever its stream, or (``turns_within:
+  row``) the previous such op of its own row (``pipelined`` only: ``serial``
+  already runs every op in turn).
 
 The ``pipelined`` issue order places an op in slot g + min(stage, B − 1), where
 g is the index of its tile (prelude ops take the index of their row's next
@@ -169,13 +170,20 @@ def buffer_predecessors(trace: Trace, buffers: int, schedule: str) -> np.ndarray
     return before
 
 
-def turn_predecessors(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, schedule: str) -> np.ndarray:
-    """Per op, the op of a ``take_turns`` role issued before it (-1 if none, or not such an op)."""
+def turn_predecessors(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, schedule: str,
+                      row: np.ndarray) -> np.ndarray:
+    """Per op, the op of a ``take_turns`` role issued before it, on the core or in its row (``turns_within``); -1 if
+    none, or not such an op."""
     before = np.full(pipe.size, -1, np.int32)
     if schedule == "serial" or not hw.take_turns:
         return before
     taking = np.array([p.role in hw.take_turns for p in hw.pipelines.values()] + [False])  # last: fused ops
     turns = order[taking[pipe[order]]]
+    if hw.turns_within == "row":
+        turns = turns[np.argsort(row[turns], kind="stable")]  # by row, each in issue order
+        same = row[turns[1:]] == row[turns[:-1]]
+        before[turns[1:][same]] = turns[:-1][same]
+        return before
     before[turns[1:]] = turns[:-1]
     return before
 
@@ -187,7 +195,7 @@ def schedule_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray,
     order = issue_order(trace, hw, schedule)
     stream, _ = stream_chains(pipe, order, hw, schedule, trace.row)
     buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
-    turn = turn_predecessors(pipe, order, hw, schedule)
+    turn = turn_predecessors(pipe, order, hw, schedule, trace.row)
     ids = np.arange(n)
     parts = [(trace.dep_idx, np.repeat(ids, np.diff(trace.dep_ptr)), DATA),
              (stream[stream >= 0], ids[stream >= 0], STREAM), (buffer[buffer >= 0], ids[buffer >= 0], BUFFER),
