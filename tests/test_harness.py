@@ -251,3 +251,19 @@ def test_ncu_table_joins_the_raw_page_with_the_probe_manifest(tmp_path):
     assert int(vsa["shared_mem_per_block"]) < int(vfa["shared_mem_per_block"])  # no multi-stage K/V buffers
     with pytest.raises(SystemExit, match="launches"):
         ncu_table.rows(str(folder / "ncu_raw.txt"), str(folder / "manifest.csv"), "krepr_kernel")
+
+
+def test_the_gpu_side_tools_answer_help_without_torch():
+    for module in ("harness.sustained", "harness.ncu_table", "harness.asm_dump", "harness.probe"):
+        code = (f"import sys, runpy; sys.argv = ['{module}', '--help']\n"
+                f"try:\n    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit as e:\n"
+                f"    assert e.code == 0, e.code\nassert 'torch' not in sys.modules and 'triton' not in sys.modules")
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
+
+
+def test_the_sustained_table_says_the_clock_falls_under_continuous_load():
+    import csv
+    with (ROOT / "validation" / "sustained_h100_2026_11" / "sustained.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 10 and all(int(r["samples"]) > 10 for r in rows)
+    assert all(float(r["sm_clock_mhz_median"]) < 1830 for r in rows)  # below the config's 1.83 GHz, every case
