@@ -77,11 +77,11 @@ def units_grid(head_dims=(64, 128, 256), seqs=(128, 256, 512, 1024, 2048, 4096),
     return [Case(1, units * 128 // n, units * 128 // n, n, n, d, False, "units") for d in head_dims for n in seqs]
 
 
-def chain_grid(sms: int, head_dims=(64, 128, 256), seqs=(2048, 16384)) -> list[Case]:
-    """One query block of 128 rows per CTA, all CTAs on one K/V head (read from L2 after the first): 1 CTA on the GPU
-    (one tile stream alone on an SM), one per SM and two per SM; the slope over K/V length is the time per key block
-    of one CTA alone, and of one or two sharing an SM."""
-    return [Case(1, ctas, 1, 128, n, d, False, "chain") for d in head_dims for ctas in (1, sms, 2 * sms) for n in seqs]
+def chain_grid(sms: int, head_dims=(64, 128, 256), seqs=(2048, 16384), rows: int = 128) -> list[Case]:
+    """One query block of ``rows`` rows per head (128: a prefill tile; 16 or fewer: the decode tile), all heads on one
+    K/V head (read from L2 after the first): 1 head on the GPU (one tile stream alone on an SM), one per SM and two per
+    SM; the slope over K/V length is the time per key block of one CTA alone, and of one or two sharing an SM."""
+    return [Case(1, ctas, 1, rows, n, d, False, "chain") for d in head_dims for ctas in (1, sms, 2 * sms) for n in seqs]
 
 
 def decode_grid(head_dims=(128, 64)) -> list[Case]:

@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chain-against", default="triton_vfa_attn,triton_dots",
                     help="the kernels the chain phase times against Triton FA2, comma-separated (of triton_vfa_attn, "
                          "triton_vsa_attn, triton_dots)")
+    ap.add_argument("--chain-rows", type=int, default=128, help="query rows per head in the chain phase (128: the "
+                    "prefill tile; 16 or fewer: the decode tile)")
     ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
                     help="comma-separated; also 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
                          "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
@@ -63,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = phases - set(PHASES)
     if unknown:
         ap.error(f"unknown phase(s) {', '.join(sorted(unknown))} (valid: {', '.join(PHASES)})")
+    if not 1 <= a.chain_rows <= 128:
+        ap.error(f"--chain-rows must be 1 to 128, got {a.chain_rows}")
     against = tuple(a.chain_against.split(","))
     bad = set(against) - {"triton_vfa_attn", "triton_vsa_attn", "triton_dots"}
     if bad or not a.chain_against:
@@ -205,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             grid = A.fa3_regime((64, 128), (512, 4096)) if a.quick else A.fa3_regime()
             runner.run_pairs(grid, ("fp16", "bf16", "fp8_e4m3"))
         if "chain" in phases:
-            grid = A.chain_grid(sms, (128,), (2048,)) if a.quick else A.chain_grid(sms)
-            runner.run_pairs(grid, ("fp16", "fp8_e4m3"), table="chain", against=against)
+            grid = A.chain_grid(sms, (128,), (2048,), a.chain_rows) if a.quick else A.chain_grid(sms, rows=a.chain_rows)
+            dtypes = ("fp16",) if a.chain_rows <= 16 else ("fp16", "fp8_e4m3")  # the decode tile is checked in fp16 only
+            runner.run_pairs(grid, dtypes, table="chain", against=against)
         if "decode" in phases:
             grid = A.decode_grid()[:6] if a.quick else A.decode_grid()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16",), reserve_s=150)
@@ -511,7 +516,8 @@ def table_notes() -> dict:
                            "one's median, ratio the median over reps of a's time / b's time in that rep, its spread "
                            "(p80 - p20) / median in %"},
         "chain": {"about": "the pairs measurement (see pairs), FA2 against the kernels of --chain-against (VFA's kernel and "
-                           "triton_dots, the same loop with its softmax removed, unless told; triton_vsa_attn: VSA's), at one query block of 128 rows per CTA, every CTA on one "
+                           "triton_dots, the same loop with its softmax removed, unless told; triton_vsa_attn: VSA's), "
+                           "at one query block of --chain-rows rows (128 unless told) per head, every CTA on one "
                            "K/V head: 1 CTA on the GPU, one per SM and two per SM (harness/attention.py chain_grid), "
                            "K/V lengths 2048 and 16384"},
     }

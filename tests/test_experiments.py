@@ -136,6 +136,15 @@ def test_the_bm64_campaign_describes_the_shipped_triton_kernel_with_other_tiles(
     assert {t["block_q"] for t in bm64["tiles"]} == {64} and {t["block_q"] for t in shipped["tiles"]} == {128}
 
 
+def test_chain_runs_the_decode_tile_on_the_measured_shapes():
+    study = _script("real_chips", "chain")
+    groups = study.measured(ROOT / "validation" / "chain_decode_h100_2026_11" / "chain.csv")
+    assert sorted(groups) == [(d, "fp16", c) for d in (64, 128, 256) for c in (132, 264)]
+    r = study.compare(256, "fp16", 132, groups[(256, "fp16", 132)], 132)
+    assert r["ctas"] == 132 and r["fa2_ns"] > 0 and r["model_fa2_ns"] > 0  # one decode CTA per head
+    assert r["speedup"] == r["fa2_ns"] / r["vfa_ns"]  # measured rows only
+
+
 def test_chain_models_vsa_where_the_table_measured_it():
     study = _script("real_chips", "chain")
     groups = study.measured(ROOT / "validation" / "chain_vsa_h100_2026_11" / "chain.csv")

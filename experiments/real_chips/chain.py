@@ -28,7 +28,8 @@ from vfasim.validate import CHIPS, FORMATS, MEASURED_INPUTS, UNSTABLE_SPREAD_PCT
 
 HERE = Path(__file__).resolve().parent
 TABLE = HERE.parents[1] / "validation" / "chain_h100_2026_11" / "chain.csv"
-CHAIN_ROWS = 128  # query rows of every head of harness/attention.py chain_grid
+CHAIN_ROWS = 128  # query rows of every head of harness/attention.py chain_grid (unless --chain-rows said otherwise)
+DECODE_ROWS = 16  # a chain table with this many query rows per head or fewer ran the kernel's decode tile
 MODEL_SEQS = (4224, 16896)  # 33 x 128 and 132 x 128 query rows: 132 heads' worth of query blocks at 4 heads and at 1
 COLUMNS = ("head_dim", "dtype", "ctas", "fa2_ns", "model_fa2_ns", "fa2_error", "vfa_ns", "model_vfa_ns",
            "speedup", "model_speedup", "softmax_ns", "model_softmax_ns", "vfa_removes_ns", "model_vfa_removes_ns")
@@ -62,11 +63,14 @@ def per_block_ns(t_us: dict[int, float], block_k: int) -> float:
 def compare(head_dim: int, dtype: str, heads: int, rows: dict[str, dict[int, dict]], sms: int,
             kernel_name: str = "triton") -> dict:
     """Measured and modelled time per key block of ``heads`` one-query-block heads (``chain_grid``: 128 query rows
-    each, so 128 / block_q CTAs a head); the model runs the same CTAs per SM at two lengths of its own."""
+    each, so 128 / block_q CTAs a head, or at most ``DECODE_ROWS``: the decode tile, one CTA a head); the model runs
+    the same CTAs per SM at two lengths of its own (prefill) or the measured shapes themselves (decode)."""
     kernel = load_kernel(kernel_name)
-    tile = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False)
-    block_k = tile.block_k
     vfa_rows, dots_rows = rows["triton_vfa_attn"], rows["triton_dots"]
+    queries = int(next(iter(vfa_rows.values()))["seq_len_q"])
+    decode = queries <= DECODE_ROWS
+    tile = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False, decode)
+    block_k = tile.block_k
     chip = CHIPS[next(iter(vfa_rows.values()))["chip"]]
     fa2 = per_block_ns({n: float(r["a_us"]) for n, r in vfa_rows.items()}, block_k)
     vfa = per_block_ns({n: float(r["b_us"]) for n, r in vfa_rows.items()}, block_k)
@@ -80,13 +84,14 @@ def compare(head_dim: int, dtype: str, heads: int, rows: dict[str, dict[int, dic
                                                                                    else [])
     for name, cfg, algo in runs:
         lat = {}
-        for n in MODEL_SEQS:
-            res = run(cfg, algo, seq_len=n, head_dim=head_dim, heads=heads // sms * MODEL_SEQS[-1] // n, causal=False,
-                      kernel=kernel, matmul_format=FORMATS[dtype], numerics_heads=0,
-                      **({"workload": MEASURED_INPUTS} if algo == "vsa" else {}))
+        for n in sorted(vfa_rows) if decode else MODEL_SEQS:
+            shape = dict(seq_len=n, heads=heads, kv_heads=1, decode=True, queries=queries) if decode else \
+                dict(seq_len=n, heads=heads // sms * MODEL_SEQS[-1] // n)
+            res = run(cfg, algo, head_dim=head_dim, causal=False, kernel=kernel, matmul_format=FORMATS[dtype],
+                      numerics_heads=0, **shape, **({"workload": MEASURED_INPUTS} if algo == "vsa" else {}))
             lat[n] = res.latency_us - float(res.chip["prepass_us"])  # type: ignore[arg-type]
         model[name] = per_block_ns(lat, block_k)
-    ctas = heads * -(-CHAIN_ROWS // tile.block_q)
+    ctas = heads if decode else heads * -(-CHAIN_ROWS // tile.block_q)
     extra = {}
     if vsa_rows:
         vsa = per_block_ns({n: float(r["b_us"]) for n, r in vsa_rows.items()}, block_k)
