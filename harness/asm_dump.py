@@ -19,7 +19,8 @@ import re
 import shutil
 
 COUNTS = {"cp_async": r"cp\.async\.(?:ca|cg)", "cp_async_bulk": r"cp\.async\.bulk", "wgmma": r"wgmma\.mma_async",
-          "wgmma_wait": r"wgmma\.wait_group", "bar_sync": r"bar\.sync|barrier\.sync", "mbarrier_wait": r"mbarrier\.try_wait",
+          "wgmma_wait": r"wgmma\.wait_group", "bar_sync": r"bar\.sync|barrier\.sync",
+          "mbarrier_wait": r"mbarrier\.try_wait",
           "ld_local": r"ld\.local", "st_local": r"st\.local", "ex2": r"ex2\.approx", "branch": r"\bbra\b"}
 
 

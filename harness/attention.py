@@ -216,7 +216,7 @@ def triton_calls(mode: str, q, k, v, causal: bool) -> dict[str, callable]:
 
 
 def loop_calls(q, k, v, causal: bool) -> dict[str, callable]:
-    """FA2's, VFA's and VSA's callables (``triton_calls``) and ``triton_dots``: the same loop with its softmax removed."""
+    """FA2's, VFA's and VSA's callables (``triton_calls``) and ``triton_dots``: the loop with its softmax removed."""
     out = torch.empty(q.shape, dtype=torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype, device=q.device)
     return {**triton_calls("fa2", q, k, v, causal), **triton_calls("vfa", q, k, v, causal),
             **triton_calls("vsa", q, k, v, causal),

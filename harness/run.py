@@ -209,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             grid = A.fa3_regime((64, 128), (512, 4096)) if a.quick else A.fa3_regime()
             runner.run_pairs(grid, ("fp16", "bf16", "fp8_e4m3"))
         if "chain" in phases:
-            grid = A.chain_grid(sms, (128,), (2048,), a.chain_rows) if a.quick else A.chain_grid(sms, rows=a.chain_rows)
-            dtypes = ("fp16",) if a.chain_rows <= 16 else ("fp16", "fp8_e4m3")  # the decode tile is checked in fp16 only
+            grid = A.chain_grid(sms, (128,), (2048,), a.chain_rows) if a.quick else \
+                A.chain_grid(sms, rows=a.chain_rows)
+            dtypes = ("fp16",) if a.chain_rows <= 16 else ("fp16", "fp8_e4m3")  # the decode tile: checked in fp16 only
             runner.run_pairs(grid, dtypes, table="chain", against=against)
         if "decode" in phases:
             grid = A.decode_grid()[:6] if a.quick else A.decode_grid()
@@ -515,9 +516,10 @@ def table_notes() -> dict:
                            "of each, order swapped every rep, L2 flushed before every call); a_us and b_us are each "
                            "one's median, ratio the median over reps of a's time / b's time in that rep, its spread "
                            "(p80 - p20) / median in %"},
-        "chain": {"about": "the pairs measurement (see pairs), FA2 against the kernels of --chain-against (VFA's kernel and "
-                           "triton_dots, the same loop with its softmax removed, unless told; triton_vsa_attn: VSA's), "
-                           "at one query block of --chain-rows rows (128 unless told) per head, every CTA on one "
+        "chain": {"about": "the pairs measurement (see pairs), FA2 against the kernels of --chain-against (VFA's "
+                           "kernel and triton_dots, the same loop with its softmax removed, unless told; "
+                           "triton_vsa_attn: VSA's), at one query block of --chain-rows rows (128 unless told) "
+                           "per head, every CTA on one "
                            "K/V head: 1 CTA on the GPU, one per SM and two per SM (harness/attention.py chain_grid), "
                            "K/V lengths 2048 and 16384"},
     }
