@@ -24,6 +24,7 @@ METRICS = {"duration_ns": "gpu__time_duration.sum", "gpc_clock_hz": "gpc__cycles
 STALLS = ("barrier", "long_scoreboard", "gmma", "wait", "short_scoreboard", "math_pipe_throttle", "mio_throttle",
           "lg_throttle", "not_selected", "selected", "branch_resolving", "dispatch_stall", "no_instruction")
 MANIFEST = ("case", "mode", "dtype", "head_dim", "causal", "batch", "heads", "seq_len", "launch")
+OPTIONAL = ("seq_len_q",)
 
 
 def rows(raw: str, manifest: str, kernel: str) -> list[dict[str, str]]:
@@ -43,7 +44,8 @@ def rows(raw: str, manifest: str, kernel: str) -> list[dict[str, str]]:
     missing = [m for m in columns.values() if m not in header]
     if missing:
         raise SystemExit(f"{raw}: metric {missing[0]} missing (profile with the sections ncu_table's docstring names)")
-    return [{k: launch[k] for k in MANIFEST} | {k: r[header.index(m)].replace(",", "") for k, m in columns.items()}
+    keep = MANIFEST + tuple(k for k in OPTIONAL if launches and k in launches[0])  # older manifests lack them
+    return [{k: launch[k] for k in keep} | {k: r[header.index(m)].replace(",", "") for k, m in columns.items()}
             for launch, r in zip(launches, data)]
 
 

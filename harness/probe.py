@@ -30,15 +30,18 @@ def main(argv: list[str] | None = None) -> int:
                     "'backend:dtype:D:causal:batch:heads:kv_heads:seq_q:seq_k,...' with backend sdpa_flash or sdpa_cudnn")
     ap.add_argument("--krepr", default="", help="instead of the attention cases, krepr_kernel alone on the same "
                     "shapes: 'D:dtype:block_n,...' (e.g. '128:fp16:64,64:fp8_e4m3:64')")
-    ap.add_argument("--cases", default="", help="instead of the default Triton cases, 'mode:dtype:D,...' (mode fa2, vfa, "
-                    "vsa or dots) on the same FA3-regime shapes (batch 4, 2048 / D heads, 4096 tokens, not causal)")
+    ap.add_argument("--cases", default="", help="instead of the default Triton cases, 'mode:dtype:D,...' (mode fa2, "
+                    "vfa, vsa or dots) on the same FA3-regime shapes (batch 4, 2048 / D heads, 4096 tokens, not "
+                    "causal); 'mode:dtype:D:Q' runs Q query rows per head instead, on the chain phase's launch (132 "
+                    "heads of one K/V head, 16384 keys): Q of 16 or fewer is the decode tile")
     a = ap.parse_args(argv)
     cases = DEFAULT_CASES
     if a.cases:
-        cases = tuple((m, dt, int(d), False, 4, 2048 // int(d), 4096) for m, dt, d in
-                      (spec.split(":") for spec in a.cases.split(",")))
-        if any(m not in ("fa2", "vfa", "vsa", "dots") for m, *_ in cases):
-            ap.error(f"--cases: a mode is not one of fa2, vfa, vsa, dots: {a.cases}")
+        specs = [spec.split(":") for spec in a.cases.split(",")]
+        if any(len(x) not in (3, 4) or x[0] not in ("fa2", "vfa", "vsa", "dots") for x in specs):
+            ap.error(f"--cases: each case is mode:dtype:D[:Q] with mode fa2, vfa, vsa or dots: {a.cases}")
+        cases = tuple((m, dt, int(d), False, 4, 2048 // int(d), 4096) if not q else
+                      (m, dt, int(d), False, 1, 132, 16384, 1, int(q[0])) for m, dt, d, *q in specs)
     import torch  # after the arguments: --help needs no GPU stack
 
     from harness import kernels
@@ -56,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
             d, b, h, hkv, nq, nk, causal = int(d), int(b), int(h), int(hkv), int(nq), int(nk), causal == "1"
             q, k, v = Inputs(Case(b, h, hkv, nq, nk, d, causal, "probe"), 3000 + i).get(dtype)
             fn = sdpa_call(be, q, k, v, causal)  # runs once: the compile/warm launch(es)
-            launches.append((i, be, dtype, d, causal, b, h, nk, f"q{nq}kv{hkv}", "compile"))
+            launches.append((i, be, dtype, d, causal, b, h, nk, f"q{nq}kv{hkv}", "compile", nq))
             fn()
-            launches.append((i, be, dtype, d, causal, b, h, nk, f"q{nq}kv{hkv}", "profiled"))
+            launches.append((i, be, dtype, d, causal, b, h, nk, f"q{nq}kv{hkv}", "profiled", nq))
             torch.cuda.synchronize()
             print(f"sdpa {i}: {spec}", file=sys.stderr, flush=True)
     if a.krepr:
@@ -68,28 +71,30 @@ def main(argv: list[str] | None = None) -> int:
             q, k, v = Inputs(Case(4, 2048 // d, 2048 // d, 4096, 4096, d, False, "probe"), 2000 + i).get(dtype)
             for rep in ("compile", "profiled"):
                 kernels.krepr(k, bn)
-                launches.append((i, f"krepr{bn}", dtype, d, False, 4, 2048 // d, 4096, "krepr_kernel", rep))
+                launches.append((i, f"krepr{bn}", dtype, d, False, 4, 2048 // d, 4096, "krepr_kernel", rep, 4096))
             torch.cuda.synchronize()
             print(f"krepr {i}: {dtype} d{d} block_n {bn}", file=sys.stderr, flush=True)
-    for i, (mode, dtype, d, causal, b, h, n) in enumerate(() if a.krepr or a.sdpa else cases):
-        q, k, v = Inputs(Case(b, h, h, n, n, d, causal, "probe"), 1000 + i).get(dtype)
-        cfg = kernels.config_for(d, n)
+    for i, (mode, dtype, d, causal, b, h, n, *chain) in enumerate(() if a.krepr or a.sdpa else cases):
+        hkv, nq = chain or (h, n)  # the chain launch: one K/V head, nq query rows per head
+        q, k, v = Inputs(Case(b, h, hkv, nq, n, d, causal, "probe"), 1000 + i).get(dtype)
+        cfg = kernels.config_for(d, nq)
         kr = None
         if mode in ("vfa", "vsa"):
             kr = kernels.krepr(k, cfg[1])
-            launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", "compile"))
+            launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", "compile", nq))
         for rep in ("compile", "profiled"):
             if mode in ("vfa", "vsa"):
                 kernels.krepr(k, cfg[1], out=kr)
-                launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", rep))
+                launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", rep, nq))
             kernels.attention(q, k, v, causal, mode, kr=kr)
-            launches.append((i, mode, dtype, d, causal, b, h, n, "attn_fwd", rep))
+            launches.append((i, mode, dtype, d, causal, b, h, n, "attn_fwd", rep, nq))
         torch.cuda.synchronize()
-        print(f"case {i}: {mode} {dtype} d{d} b{b} h{h} n{n} blocks {cfg}", file=sys.stderr, flush=True)
+        print(f"case {i}: {mode} {dtype} d{d} b{b} h{h}/{hkv} q{nq} n{n} blocks {cfg}", file=sys.stderr, flush=True)
     if a.manifest:
         with open(a.manifest, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["case", "mode", "dtype", "head_dim", "causal", "batch", "heads", "seq_len", "kernel", "launch"])
+            w.writerow(["case", "mode", "dtype", "head_dim", "causal", "batch", "heads", "seq_len", "kernel", "launch",
+                        "seq_len_q"])
             w.writerows(launches)
     return 0
 

@@ -267,3 +267,12 @@ def test_the_sustained_table_says_the_clock_falls_under_continuous_load():
         rows = list(csv.DictReader(f))
     assert len(rows) == 10 and all(int(r["samples"]) > 10 for r in rows)
     assert all(float(r["sm_clock_mhz_median"]) < 1830 for r in rows)  # below the config's 1.83 GHz, every case
+
+
+def test_ncu_table_keeps_the_query_rows_a_newer_manifest_records():
+    from harness import ncu_table
+    folder = ROOT / "validation" / "ncu_decode_h100_2026_11"
+    got = ncu_table.rows(str(folder / "ncu_raw.txt"), str(folder / "manifest.csv"), "attn_fwd")
+    assert {r["seq_len_q"] for r in got} == {"16", "128"}
+    older = ROOT / "validation" / "ncu_vsa_h100_2026_11"  # its manifest has no seq_len_q column
+    assert "seq_len_q" not in ncu_table.rows(str(older / "ncu_raw.txt"), str(older / "manifest.csv"), "attn_fwd")[0]
