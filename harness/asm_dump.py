@@ -12,11 +12,12 @@ waits, barriers, local loads and stores).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import re
 import shutil
+
+from harness.rows import write_rows
 
 COUNTS = {"cp_async": r"cp\.async\.(?:ca|cg)", "cp_async_bulk": r"cp\.async\.bulk", "wgmma": r"wgmma\.mma_async",
           "wgmma_wait": r"wgmma\.wait_group", "bar_sync": r"bar\.sync|barrier\.sync",
@@ -54,11 +55,10 @@ def main(argv: list[str] | None = None) -> int:
                 if f.endswith((".ttgir", ".json", ".ptx")):
                     shutil.copy(os.path.join(root, f), os.path.join(a.out, f"{tag}{os.path.splitext(f)[1]}"))
             rows.append(row)
-    keys = sorted({k for r in rows for k in r}, key=lambda k: (k != "variant", k))
-    with open(os.path.join(a.out, "asm.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, keys)
-        w.writeheader()
-        w.writerows(rows)
+    if not rows:
+        raise SystemExit(f"{a.cache}: no compiled attn_fwd variant found")
+    columns = sorted({k for r in rows for k in r}, key=lambda k: (k != "variant", k))
+    write_rows(os.path.join(a.out, "asm.csv"), rows, columns)
     print(f"{len(rows)} attn_fwd variants")
     return 0
 

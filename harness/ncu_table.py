@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import csv
 
+from harness.rows import write_rows
+
 METRICS = {"duration_ns": "gpu__time_duration.sum", "gpc_clock_hz": "gpc__cycles_elapsed.avg.per_second",
            "inst_executed": "smsp__inst_executed.sum", "registers_per_thread": "launch__registers_per_thread",
            "shared_mem_per_block": "launch__shared_mem_per_block_dynamic",
@@ -57,10 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     got = rows(a.raw, a.manifest, a.kernel)
-    with open(a.out, "w", newline="") as f:
-        w = csv.DictWriter(f, list(got[0]))
-        w.writeheader()
-        w.writerows(got)
+    write_rows(a.out, got)
     print(f"{len(got)} launches -> {a.out}")
     return 0
 

@@ -222,6 +222,18 @@ def write_csv(path: str | os.PathLike, schema: Schema, rows: Iterable[Mapping[st
     atomic_write_text(path, csv_text(schema, rows))
 
 
+def write_rows(path: str | os.PathLike, rows: list[Mapping[str, Any]], columns: list[str] | None = None) -> None:
+    """A table of no fixed schema (a probe's summary), written atomically as ``csv.DictWriter`` writes it: the
+    columns given, else the first row's keys; an error for no rows."""
+    if not rows:
+        raise ValueError(f"{path}: no rows to write")
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns or list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+
+
 class Table:
     """Rows of one schema, kept in memory and rewritten whole (atomically) on every flush.
 

@@ -14,12 +14,13 @@ gaps; this says whether the clock they ran at (``clocks_trace.txt``) holds under
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import subprocess
 import threading
 import time
+
+from harness.rows import write_rows
 
 FIELDS = "clocks.sm,power.draw,temperature.gpu"
 #: (kernel, dtype, head_dim, batch, heads, kv_heads, query rows, keys): the FA3-regime shape at 8K tokens, non-causal,
@@ -115,10 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     sampler.stop()
     if not rows:
         raise SystemExit("every case was refused: nothing to write")
-    with open(os.path.join(a.out, "sustained.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(os.path.join(a.out, "sustained.csv"), rows)
     return 0
 
 

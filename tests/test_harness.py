@@ -276,3 +276,13 @@ def test_ncu_table_keeps_the_query_rows_a_newer_manifest_records():
     assert {r["seq_len_q"] for r in got} == {"16", "128"}
     older = ROOT / "validation" / "ncu_vsa_h100_2026_11"  # its manifest has no seq_len_q column
     assert "seq_len_q" not in ncu_table.rows(str(older / "ncu_raw.txt"), str(older / "manifest.csv"), "attn_fwd")[0]
+
+
+def test_write_rows_writes_a_schemaless_table_whole_or_not_at_all(tmp_path):
+    path = tmp_path / "summary.csv"
+    R.write_rows(path, [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}])
+    assert path.read_text().splitlines() == ["a,b", "1,x", "2,y"]
+    with pytest.raises(ValueError, match="no rows"):
+        R.write_rows(path, [])
+    assert path.read_text().splitlines()[0] == "a,b"  # the old table stands
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.csv"]  # no temporary file left behind

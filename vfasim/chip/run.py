@@ -250,19 +250,30 @@ def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, stream
         raise VfasimError(f"{core.name}: a loop that is not software-pipelined is timed with the chip's L2 latency "
                           "and bandwidth, and its chip section gives no l2")
     share = chip.bytes_per_cycle(chip.l2, clock_ghz) / chip.cores
-    pipes = dict(core.pipelines)
+    pipes = _dealt_by_stream(core, "memory", streams, "a loop that is not software-pipelined")
     for name, p in core.pipelines.items():
-        if p.role != "memory":
-            continue
-        if p.shares_issue_with or any(q.shares_issue_with == name for q in core.pipelines.values()):
-            raise VfasimError(f"{core.name}: memory pipe {name!r} shares an issue stream; an in-order loop gives "
-                              "each stream its own")
-        rate = min(p.throughput["bytes"] * p.units, share) / streams
-        pipes[name] = p.model_copy(update={"units": streams, "units_by": "row", "throughput": {"bytes": rate},
-                                           "startup_cycles": p.startup_cycles + chip.l2.latency_cycles})
+        if p.role == "memory":
+            pipes[name] = pipes[name].model_copy(update={
+                "throughput": {"bytes": min(p.throughput["bytes"] * p.units, share) / streams},
+                "startup_cycles": p.startup_cycles + chip.l2.latency_cycles})
     roles = tuple(dict.fromkeys(p.role for p in pipes.values()))
     return core.model_copy(update={"pipelines": pipes, "take_turns": roles if len(roles) > 1 else (),
                                    "turns_within": "row"})
+
+
+def _dealt_by_stream(core: HardwareConfig, role: str, streams: int, what: str) -> dict:
+    """The core's pipelines with those of ``role`` dealt by row, one unit per stream, each at 1/streams of the pipe's
+    rate; a one-line error (``what`` names the kernel trait) for such a pipe that shares an issue stream."""
+    pipes = dict(core.pipelines)
+    for name, p in core.pipelines.items():
+        if p.role != role:
+            continue
+        if p.shares_issue_with or any(q.shares_issue_with == name for q in core.pipelines.values()):
+            raise VfasimError(f"{what} gives each stream its own queue on {core.name}'s {role} pipe {name!r}, which "
+                              "shares an issue stream")
+        pipes[name] = p.model_copy(update={"units": streams, "units_by": "row", "throughput": {
+            d: r * p.units / streams for d, r in p.throughput.items()}})
+    return pipes
 
 
 def timing_core(core: HardwareConfig, mma_per_stream: bool, operand_warps: int, streams: int, shape: TileShape,
@@ -276,15 +287,7 @@ def timing_core(core: HardwareConfig, mma_per_stream: bool, operand_warps: int, 
     """
     if not mma_per_stream:
         return core
-    pipes = dict(core.pipelines)
-    for name, p in core.pipelines.items():
-        if p.role != "tensor":
-            continue
-        if p.shares_issue_with or any(q.shares_issue_with == name for q in core.pipelines.values()):
-            raise VfasimError(f"a per-stream mma kernel gives each stream its own queue on {core.name}'s "
-                              f"tensor pipe {name!r}, which shares an issue stream")
-        pipes[name] = p.model_copy(update={"units": streams, "units_by": "row", "throughput": {
-            d: r * p.units / streams for d, r in p.throughput.items()}})
+    pipes = _dealt_by_stream(core, "tensor", streams, "a per-stream mma kernel")
     factors = dict(core.work_factor)
     if operand_warps and limits.shared_read_bytes_per_cycle is not None:
         w, bq, bk = operand_warps, shape.block_q, shape.block_k
