@@ -1,9 +1,7 @@
 """Numerics of the Triton kernels against float64, on inputs anyone can regenerate with NumPy.
 
-Inputs: ``numpy.random.default_rng(seed).standard_normal`` float32 Q [1, H, N, D], K, V (in that
-order), then cast on the GPU to the format (round to nearest even). ``sink`` inputs ("LLM-like")
-add a shared direction u (a normal vector scaled to norm sqrt(D), drawn after V) as 0.5·u to every
-query and 4·u to key 0 of every head, so key 0 is a large-magnitude attention sink.
+Inputs: ``harness/inputs.py`` make_inputs (NumPy-seeded float32 Q, K, V, "normal" or "sink"), then cast on the
+GPU to the format (round to nearest even).
 The npz holds, per input set, Q/K/V as float32 arrays with the exact values of the format, and per
 case the outputs of triton_fa2/vfa/vsa (float32 holding the output format's values), the float64
 reference rounded to float32, and the VSA emulation in float64 rounded to float32.
@@ -19,20 +17,7 @@ import torch
 
 from harness import kernels, reference
 from harness.attention import TORCH_DTYPE
-
-SEED = 20261117
-
-
-def make_inputs(n: int, d: int, heads: int, kind: str, seed: int):
-    rng = np.random.default_rng(seed)
-    q, k, v = (rng.standard_normal((1, heads, n, d), dtype=np.float32) for _ in range(3))
-    if kind == "sink":
-        u = rng.standard_normal(d).astype(np.float32)
-        u *= np.float32(np.sqrt(d) / np.linalg.norm(u))
-        q = q + 0.5 * u
-        k[:, :, 0, :] += 4.0 * u
-    return q, k, v
-
+from harness.inputs import SEED, make_inputs
 
 def cases(quick: bool):
     seqs = (256,) if quick else (1024, 2048)

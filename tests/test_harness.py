@@ -33,7 +33,8 @@ def _prov(table="attention.csv"):
 
 
 def test_rows_module_needs_no_torch():
-    code = "import sys; import harness.rows; assert 'torch' not in sys.modules and 'triton' not in sys.modules"
+    code = ("import sys; import harness.rows, harness.inputs; "
+            "assert 'torch' not in sys.modules and 'triton' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 

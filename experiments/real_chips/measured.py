@@ -38,17 +38,19 @@ PAIRED = {"gpu_h100_2026_11": "pairs_h100_2026_11/pairs.csv", "gpu_h200_2026_11"
 KEY = ("chip", "dtype", "head_dim", "causal", "seq_len", "batch", "heads", "kv_heads", "seq_len_q", "mode")
 
 
-def pairs(table: Path, fa3_regime: bool = True) -> tuple[list[dict], int]:
-    """(measured triples per shape, shapes left out for an unstable measurement)."""
+def pairs(table: Path, fa3_regime: bool = True,
+          kernels: tuple[str, ...] = ("triton_fa2", "triton_vfa", "triton_vfa_attn")) -> tuple[list[dict], int]:
+    """(measured latencies of every one of ``kernels`` per prefill shape, as ``<kernel without triton_>_us``; shapes
+    left out for an unstable measurement)."""
     by: dict[tuple, dict[str, dict]] = {}
     with table.open() as f:
         for r in csv.DictReader(f):
-            if r["kernel"] in ("triton_fa2", "triton_vfa", "triton_vfa_attn") and r["mode"] == "prefill":
+            if r["kernel"] in kernels and r["mode"] == "prefill":
                 by.setdefault(tuple(r[k] for k in KEY), {})[r["kernel"]] = r
     out, unstable = [], 0
     for key, ks in by.items():
         shape = dict(zip(KEY, key))
-        if len(ks) < 3 or (fa3_regime and not _fa3_regime(shape)):
+        if len(ks) < len(kernels) or (fa3_regime and not _fa3_regime(shape)):
             continue
         if any(float(k["spread_pct"]) > UNSTABLE_SPREAD_PCT for k in ks.values()):
             unstable += 1

@@ -7,8 +7,8 @@ Two comparisons, each written to DIR (default experiments/real_chips/out) as CSV
 - ``vsa_skips``: the fraction of visited blocks VSA skips, the model's engine against the campaign's own count
   (the H100 campaign's log.txt: ``harness/reference.py`` vsa_emulated, VSA's block skipping in float64 with the
   kernel's tiles and rule, whose outputs the GPU kernel matches, NaN rows alike; the GPU kernel counts no skips
-  itself), on the same inputs: ``harness/numerics.py`` make_inputs, NumPy-seeded standard normals ("normal") and
-  the same with an attention sink ("sink"), redrawn here, two heads, seq 1024/2048, head dim 64/128, cast to the
+  itself), on the same inputs: ``harness/inputs.py`` make_inputs (as the harness's numerics phase draws them),
+  NumPy-seeded standard normals ("normal") and the same with an attention sink ("sink"), redrawn here, two heads, seq 1024/2048, head dim 64/128, cast to the
   format. The engine runs vsa with the campaign's tiles (128 query rows; 64 keys at head dim 64, 128 at 128) in the
   chip's formats.
 - ``vsa_speedup_<campaign>``: per shape of the FlashAttention-3 paper's regime (as ``measured.py``), the measured
@@ -23,45 +23,35 @@ Expected run time: about 30 s for the skips and 10-20 s per shape (VSA's trace r
 from __future__ import annotations
 
 import argparse
-import csv
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: harness/inputs.py, NumPy only
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # measured.py, its measured shapes
+from harness.inputs import SEED, make_inputs  # noqa: E402
+from measured import pairs  # noqa: E402
 from vfasim import run
 from vfasim.functional import Tiling, run_engine
 from vfasim.hw import load_hw
 from vfasim.hw.formats import with_matmul_format
 from vfasim.report.tables import write_table
 from vfasim.runner.prepare import engine_precision
-from vfasim.validate import CHIPS, FORMATS, MEASURED_INPUTS, UNSTABLE_SPREAD_PCT
+from vfasim.validate import CHIPS, FORMATS, MEASURED_INPUTS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 NUMERICS_LOG = ROOT / "validation" / "gpu_h100_2026_11" / "log.txt"
-SEED = 20261117  # harness/numerics.py SEED
 BLOCK_K = {64: 64, 128: 128}  # the campaign's --configs: 64=128,64,... and 128=128,128,...
 LINE = re.compile(r"numerics (normal|sink)_(fp16|bf16|fp8_e4m3)_d(\d+)_n(\d+)_(full|causal): .*"
                   r"vsa skipped ([0-9.]+) of visited blocks \(emulation\)")
 KERNELS = ("triton_vfa", "triton_vfa_attn", "triton_vsa", "triton_vsa_attn")
-KEY = ("chip", "dtype", "head_dim", "causal", "seq_len", "batch", "heads", "kv_heads", "seq_len_q", "mode")
 SKIP_COLUMNS = ("inputs", "dtype", "head_dim", "seq_len", "causal", "campaign_skipped", "model_skipped", "difference")
 SPEEDUP_COLUMNS = ("chip", "dtype", "causal", "head_dim", "seq_len", "batch", "heads", "measured_attn_speedup",
                    "predicted_attn_speedup", "attn_speedup_error", "measured_speedup", "predicted_speedup",
                    "speedup_error", "vsa_attn_us", "predicted_vsa_attn_us", "vsa_attn_error")
-
-
-def make_inputs(n: int, d: int, heads: int, kind: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """harness/numerics.py make_inputs, the same draws in the same order (that module needs torch)."""
-    rng = np.random.default_rng(seed)
-    q, k, v = (rng.standard_normal((1, heads, n, d), dtype=np.float32) for _ in range(3))
-    if kind == "sink":
-        u = rng.standard_normal(d).astype(np.float32)
-        u *= np.float32(np.sqrt(d) / np.linalg.norm(u))
-        q = q + 0.5 * u
-        k[:, :, 0, :] += 4.0 * u
-    return q, k, v
 
 
 def skips(log: Path = NUMERICS_LOG, limit: int | None = None) -> list[dict]:
@@ -78,26 +68,6 @@ def skips(log: Path = NUMERICS_LOG, limit: int | None = None) -> list[dict]:
         out.append({"inputs": kind, "dtype": dtype, "head_dim": d, "seq_len": n, "causal": mask == "causal",
                     "campaign_skipped": float(frac), "model_skipped": model, "difference": model - float(frac)})
     return out
-
-
-def shapes(table: Path) -> tuple[list[dict], int]:
-    """(measured VFA and VSA latencies per FA3-regime prefill shape, shapes left out for an unstable measurement)."""
-    by: dict[tuple, dict[str, dict]] = {}
-    with table.open() as f:
-        for r in csv.DictReader(f):
-            if r["kernel"] in KERNELS and r["mode"] == "prefill":
-                by.setdefault(tuple(r[k] for k in KEY), {})[r["kernel"]] = r
-    out, unstable = [], 0
-    for key, ks in by.items():
-        s = dict(zip(KEY, key))
-        if len(ks) < len(KERNELS) or int(s["batch"]) * int(s["seq_len"]) != 16384 \
-                or int(s["heads"]) * int(s["head_dim"]) != 2048:
-            continue
-        if any(float(k["spread_pct"]) > UNSTABLE_SPREAD_PCT for k in ks.values()):
-            unstable += 1
-            continue
-        out.append({**s, **{k.removeprefix("triton_") + "_us": float(v["value"]) for k, v in ks.items()}})
-    return out, unstable
 
 
 def speedup(row: dict) -> dict:
@@ -146,7 +116,7 @@ def main(argv: list[str] | None = None) -> tuple[list[dict], list[dict]]:
     args = p.parse_args(argv)
     skipped = skips(limit=args.max_skip_cases)
     write_table(skipped, SKIP_COLUMNS, args.out / "vsa_skips")
-    rows, unstable = shapes(ROOT / "validation" / args.campaign / "attention.csv")
+    rows, unstable = pairs(ROOT / "validation" / args.campaign / "attention.csv", kernels=KERNELS)
     if len(rows) > args.max_shapes:
         rows = [rows[i] for i in np.unique(np.linspace(0, len(rows) - 1, args.max_shapes).round().astype(int))]
     got = [speedup(r) for r in rows]
