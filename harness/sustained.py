@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="folder for sustained.csv (created)")
     ap.add_argument("--seconds", type=float, default=6.0, help="seconds of back-to-back calls per case")
     a = ap.parse_args(argv)
+    if not a.seconds > 0:
+        ap.error(f"--seconds must be above 0, got {a.seconds}")
     import torch
 
     os.makedirs(a.out, exist_ok=True)

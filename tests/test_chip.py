@@ -511,6 +511,9 @@ def test_take_turns_names_roles_the_core_has():
     doc["take_turns"] = ["tensor", "memory"]
     with pytest.raises(ValueError, match="role 'memory', which no pipeline has"):
         HardwareConfig.model_validate(doc)
+    doc["take_turns"], doc["turns_within"] = [], "row"  # a scope for turns no role takes would do nothing
+    with pytest.raises(ValueError, match="take_turns is empty"):
+        HardwareConfig.model_validate(doc)
 
 
 def test_a_loop_that_is_not_pipelined_runs_each_stream_in_program_order_paying_the_l2_latency_per_load():

@@ -73,9 +73,9 @@ def cores(draw) -> HardwareConfig:
         "precision": {"matmul": "float16", "vector": "float32"}, "pipelines": pipelines,
         "op_map": {k: draw(st.sampled_from([*roles, *roles, "fused"])) for k in KIND_NAMES},
         "work_factor": {k: draw(st.sampled_from([0.5, 2.5])) for k in factors},
-        "take_turns": draw(st.sampled_from([(), ("tensor", "exp"), ("exp", "tensor", "vector"),
-                                            ("memory", "tensor", "vector", "exp")])),
-        "turns_within": draw(st.sampled_from(["core", "row"]))})
+        "take_turns": (turns := draw(st.sampled_from([(), ("tensor", "exp"), ("exp", "tensor", "vector"),
+                                                     ("memory", "tensor", "vector", "exp")]))),
+        "turns_within": draw(st.sampled_from(["core", "row"])) if turns else "core"})
 
 
 SCHEDULE = st.sampled_from(["pipelined", "serial"])

@@ -156,6 +156,8 @@ class HardwareConfig(_Strict):
         missing = [r for r in self.take_turns if r not in {p.role for p in self.pipelines.values()}]
         if missing:
             raise ValueError(f"take_turns names role {missing[0]!r}, which no pipeline has")
+        if self.turns_within == "row" and not self.take_turns:
+            raise ValueError("turns_within: row says where the take_turns roles take turns, and take_turns is empty")
         return self
 
     def _check_shared_issue(self) -> None:
