@@ -8,7 +8,9 @@ of its pipeline, a
 ``simpy.Resource`` of ``units`` slots, for its cycles. Pipelines that share an
 instruction stream (``shares_issue_with``) share one stream and one resource. Under
 ``units_by: row`` each unit is a resource of one slot serving the rows r with
-r mod units equal to its index, and an op waits for its row group's previous op there. Written from the model's
+r mod units equal to its index, and an op waits for its row group's previous op there. An op of a kind with a
+result latency L (``result_latency``) triggers a second event L cycles after it starts, or when it ends if later,
+which its data dependents and the op taking its turn after it wait for instead. Written from the model's
 description and independently of ``vfasim.sim``: slow, but obviously right.
 """
 
@@ -29,8 +31,11 @@ def reference_simulate(trace: Trace, hw: HardwareConfig, schedule: str) -> tuple
     pipe = [-1 if hw.op_map[KIND_NAMES[k]] == FUSED else names.index(hw.op_map[KIND_NAMES[k]])
             for k in trace.kind.tolist()]
     preds = predecessors(trace, hw, pipe, schedule)
+    data = [set(trace.deps_of(i).tolist()) | turn for i, turn in enumerate(turns(trace, hw, pipe, schedule))]
+    latency = [hw.result_latency.get(KIND_NAMES[k], 0) for k in trace.kind.tolist()]
     env = simpy.Environment()
     done = [env.event() for _ in range(n)]
+    ready = [env.event() for _ in range(n)]
     heads = [p.shares_issue_with or name for name, p in hw.pipelines.items()]  # a shared stream: one resource
     shared = {h: simpy.Resource(env, capacity=hw.pipelines[h].units) for h in dict.fromkeys(heads)}
     per_row = {h: [simpy.Resource(env, capacity=1) for _ in range(hw.pipelines[h].units)]
@@ -42,7 +47,7 @@ def reference_simulate(trace: Trace, hw: HardwareConfig, schedule: str) -> tuple
     start, end = [0] * n, [0] * n
 
     def op(i: int):
-        yield simpy.AllOf(env, [done[p] for p in preds[i]])
+        yield simpy.AllOf(env, [ready[p] for p in data[i]] + [done[p] for p in preds[i] - data[i]])
         if pipe[i] >= 0:
             with slot_of(i).request() as slot:
                 yield slot
@@ -52,6 +57,8 @@ def reference_simulate(trace: Trace, hw: HardwareConfig, schedule: str) -> tuple
             start[i] = env.now
         end[i] = env.now
         done[i].succeed()
+        yield env.timeout(max(start[i] + latency[i] - end[i], 0))
+        ready[i].succeed()
 
     for i in range(n):
         env.process(op(i))
@@ -120,13 +127,24 @@ def predecessors(trace: Trace, hw: HardwareConfig, pipe: list[int], schedule: st
         frees = [i for i in range(n) if trace.free_buffer[i] == b]
         for k in range(hw.score_buffers, len(takes)):
             preds[takes[k]].add(frees[k - hw.score_buffers])
-    roles = [spec.role for spec in hw.pipelines.values()]
-    turns = [i for i in order if pipe[i] >= 0 and roles[pipe[i]] in hw.take_turns]  # take_turns: one at a time
-    for r in sorted({int(trace.row[i]) for i in turns}) if hw.turns_within == "row" else [None]:
-        mine = [i for i in turns if r is None or int(trace.row[i]) == r]  # turns_within row: each row on its own
-        for a, b in zip(mine, mine[1:]):
-            preds[b].add(a)
+    for i, turn in enumerate(turns(trace, hw, pipe, schedule)):
+        preds[i] |= turn
     return preds
+
+
+def turns(trace: Trace, hw: HardwareConfig, pipe: list[int], schedule: str) -> list[set[int]]:
+    """Per op, the op of a ``take_turns`` role it takes its turn after (none under ``serial``)."""
+    after: list[set[int]] = [set() for _ in range(len(trace))]
+    if schedule == "serial":
+        return after
+    order = issue_order(trace, hw.score_buffers)
+    roles = [spec.role for spec in hw.pipelines.values()]
+    taking = [i for i in order if pipe[i] >= 0 and roles[pipe[i]] in hw.take_turns]  # take_turns: one at a time
+    for r in sorted({int(trace.row[i]) for i in taking}) if hw.turns_within == "row" else [None]:
+        mine = [i for i in taking if r is None or int(trace.row[i]) == r]  # turns_within row: each row on its own
+        for a, b in zip(mine, mine[1:]):
+            after[b].add(a)
+    return after
 
 
 def issue_order(trace: Trace, buffers: int) -> list[int]:

@@ -532,6 +532,12 @@ def test_a_loop_that_is_not_pipelined_runs_each_stream_in_program_order_paying_t
     assert (mover.units, mover.units_by) == (2, "row") and mover.throughput["bytes"] == pytest.approx(share / 2)
     assert mover.startup_cycles == h100.pipelines["mover"].startup_cycles + h100.chip.l2.latency_cycles
     assert set(core.take_turns) == {"tensor", "vector", "exp", "memory"} and core.turns_within == "row"
+    from vfasim.chip.units import UnitTiming
+    alone = UnitTiming(core, 1, resident_memory=True)  # one CTA resident: its stream gets the core's whole share
+    trace = trace_only(Tiling(512, 512, 128, 128, 64, False, 1, 1), policy_for("fa2"), Precision())
+    rows = (np.arange(len(trace)),)
+    by_slots = UnitTiming(core, 1).timeline(trace, rows)[1].total_cycles
+    assert alone.timeline(trace, rows)[1].total_cycles < by_slots
     no_l2 = h100.chip.model_copy(update={"l2": None})
     with pytest.raises(VfasimError, match="gives no l2"):
         in_order_core(h100, no_l2, h100.clock_ghz, 2)
@@ -543,3 +549,26 @@ def test_a_loop_that_is_not_pipelined_runs_each_stream_in_program_order_paying_t
     serial = vfasim.run("H100-SXM", "vsa", kernel=triton, workload="random", **kw)
     overlapped = vfasim.run("H100-SXM", "vsa", kernel=pipelined, workload="random", **kw)
     assert serial.latency_cycles > 1.2 * overlapped.latency_cycles
+
+
+def test_the_triton_decode_tile_runs_in_program_order_with_its_measured_latencies():
+    # the 16-row decode tile spreads each row over 4 warps: its compute ops run in program order per stream (each
+    # waits for the previous one's result) with the latencies measured on an H100, so a decode step's time per key
+    # block is a dependent chain; VFA, which drops the row max and the rescale from it, is faster at head dim 64
+    from vfasim.chip.run import tile_core
+
+    triton, h100 = load_kernel("triton"), load_hw("H100-SXM")
+    rule = triton.decode.tiles[0]
+    core = tile_core(h100, rule)
+    assert rule.program_order and core.take_turns == ("tensor", "vector", "exp") and core.turns_within == "row"
+    assert core.result_latency == rule.result_latency and rule.result_latency["rowmax"] > 200
+    assert tile_core(h100, triton.tiles[0]) is h100  # a prefill tile adds nothing
+    kw = dict(head_dim=64, causal=False, kernel=triton, heads=132, kv_heads=1, decode=True, queries=16,
+              numerics_heads=0)
+
+    def per_block(algo: str) -> float:
+        a, b = (vfasim.run("H100-SXM", algo, seq_len=n, **kw).latency_cycles for n in (2048, 4096))
+        return (b - a) / 32  # 32 more key blocks of 64
+    fa2, vfa = per_block("fa2"), per_block("vfa")
+    chain = sum(rule.result_latency[k] for k in ("qk_matmul", "rowmax", "rowsum", "cast_p", "pv_matmul"))
+    assert fa2 >= chain and fa2 / vfa > 1.1

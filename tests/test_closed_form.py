@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from vfasim.errors import VfasimError
 from vfasim.hw import HardwareConfig
 from vfasim.sim import simulate
-from vfasim.sim.schedule import schedule_edges
+from vfasim.sim.critical import critical_path
+from vfasim.sim.schedule import DATA, TURN, schedule_edges
 from vfasim.trace import BUFFERS, DTYPES, KIND_CODE, KIND_NAMES, Trace
 
 from conftest import TWO_TILES, hand_trace, tiny_hw
@@ -58,7 +59,8 @@ def traces(draw) -> Trace:
 def cores(draw) -> HardwareConfig:
     """Four pipelines with rates for every dtype, 1-3 units each dealt by issue order or by row, any op kind
     on any of them or fused; half the time the exp pipeline shares the vector pipeline's stream, holding it for all
-    or half of its cycles; some cores make their matmuls and exps (and vector ops) take turns."""
+    or half of its cycles; some cores make their matmuls and exps (and vector ops) take turns, on the core or per row;
+    some op kinds have a result latency."""
     roles = {"cube": "tensor", "vector": "vector", "exp": "exp", "mover": "memory"}
     pipelines = {name: {"role": role, "units": draw(st.integers(1, 3)), "units_by": draw(st.sampled_from(["issue", "row"])),
                         "startup_cycles": draw(st.integers(0, 3)), "issue_overhead_cycles": draw(st.integers(0, 2)),
@@ -68,14 +70,17 @@ def cores(draw) -> HardwareConfig:
     if draw(st.booleans()):  # exp ops join the vector pipeline's stream
         pipelines["exp"].update(units=pipelines["vector"]["units"], units_by=pipelines["vector"]["units_by"],
                                 shares_issue_with="vector", issue_share=draw(st.sampled_from([1.0, 0.5])))
+    turns = draw(st.sampled_from([(), ("tensor", "exp"), ("exp", "tensor", "vector"),
+                                  ("memory", "tensor", "vector", "exp")]))
+    within = draw(st.sampled_from(["core", "row"])) if turns else "core"
     return HardwareConfig.model_validate({
         "name": "random", "clock_ghz": 1.0, "score_buffers": draw(st.integers(1, 4)),
         "precision": {"matmul": "float16", "vector": "float32"}, "pipelines": pipelines,
         "op_map": {k: draw(st.sampled_from([*roles, *roles, "fused"])) for k in KIND_NAMES},
         "work_factor": {k: draw(st.sampled_from([0.5, 2.5])) for k in factors},
-        "take_turns": (turns := draw(st.sampled_from([(), ("tensor", "exp"), ("exp", "tensor", "vector"),
-                                                     ("memory", "tensor", "vector", "exp")]))),
-        "turns_within": draw(st.sampled_from(["core", "row"])) if turns else "core"})
+        "result_latency": {k: draw(st.sampled_from([0, 1, 7])) for k in
+                           draw(st.lists(st.sampled_from(KIND_NAMES), max_size=4, unique=True))},
+        "take_turns": turns, "turns_within": within})
 
 
 SCHEDULE = st.sampled_from(["pipelined", "serial"])
@@ -96,10 +101,12 @@ def test_each_op_records_the_edge_its_start_waited_for(trace, hw, schedule):
     parent, child, kind = schedule_edges(trace, hw, timeline.pipeline, schedule)
     for op in range(len(trace)):
         into = [(int(k), int(p)) for p, c, k in zip(parent, child, kind) if c == op]
-        binding = [(k, p) for k, p in into if timeline.end_cycles[p] == timeline.start_cycles[op]]
+        ready = timeline.end_cycles if timeline.ready_cycles is None else timeline.ready_cycles
+        at = [(k, p, ready[p] if k in (DATA, TURN) else timeline.end_cycles[p]) for k, p in into]  # results: ready
+        binding = [(k, p) for k, p, t in at if t == timeline.start_cycles[op]]
         expected = min(binding, default=(-1, -1))  # data before stream before buffer, then the lower id
         assert (timeline.wait_kind[op], timeline.waited_on[op]) == expected
-        assert timeline.start_cycles[op] == max((timeline.end_cycles[p] for _, p in into), default=0)
+        assert timeline.start_cycles[op] == max((t for *_, t in at), default=0)
 
 
 def test_ops_are_priced_by_their_own_dtype():
@@ -190,3 +197,28 @@ def test_engine_traces_match_the_reference(algo, units):
     for schedule in ("pipelined", "serial"):
         timeline = simulate(trace, hw, schedule)
         assert (timeline.start_cycles.tolist(), timeline.end_cycles.tolist()) == reference_simulate(trace, hw, schedule)
+
+
+def test_a_result_latency_delays_the_readers_and_leaves_the_pipeline_free():
+    # Two K loads of 3 cycles each (1 start-up + 20 bytes at 10/cycle) whose results arrive 13 cycles after they start:
+    # the second load follows the first at cycle 3 (the mover is free), each QK starts 13 cycles after its load starts.
+    ops = [("load_k", 1, 0, 20, []), ("load_k", 2, 1, 20, []), ("qk_matmul", 1, 0, 40, [0]),
+           ("qk_matmul", 2, 1, 40, [1])]
+    trace, hw = hand_trace(ops), tiny_hw(score_buffers=2, result_latency={"load_k": 13})
+    timeline = simulate(trace, hw)
+    assert list(zip(timeline.start_cycles, timeline.end_cycles)) == [(0, 3), (3, 6), (13, 18), (18, 23)]
+    assert timeline.ready_cycles.tolist() == [13, 16, 18, 23]
+    assert reference_simulate(trace, hw, "pipelined") == ([0, 3, 13, 18], [3, 6, 18, 23])
+    path = critical_path(trace, timeline, hw)
+    assert path.by_pipeline["idle"] == 10 and sum(path.by_pipeline.values()) == 23  # the wait is not the mover's
+    short = simulate(trace, tiny_hw(score_buffers=2, result_latency={"load_k": 2}))  # shorter than the op: no effect
+    assert short.ready_cycles is None or short.ready_cycles.tolist() == short.end_cycles.tolist()
+    assert short.end_cycles.tolist() == simulate(trace, tiny_hw(score_buffers=2)).end_cycles.tolist()
+
+
+@given(traces(), cores(), SCHEDULE)
+def test_the_critical_path_sums_to_the_latency(trace, hw, schedule):
+    timeline = simulate(trace, hw, schedule)
+    path = critical_path(trace, timeline, hw, schedule)
+    assert sum(path.by_pipeline.values()) == timeline.total_cycles
+    assert all(v >= 0 for v in path.by_pipeline.values())

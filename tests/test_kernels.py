@@ -124,6 +124,7 @@ def test_kernel_style_is_an_alias_of_kernel():
     (lambda d: d.update(stream_rows=96), "is not a multiple of stream_rows 96"),
     (lambda d: d.update(causal_masking="everything"), "causal_masking: Input should be 'diagonal_blocks'"),
     (lambda d: d.pop("source"), "source: Field required"),
+    (lambda d: d["tiles"][0].update(result_latency={"rowmaks": 9}), "result_latency names unknown op kind 'rowmaks'"),
 ])
 def test_a_bad_kernel_file_is_one_line_naming_the_field(tmp_path, capsys, edit, message):
     doc = yaml.safe_load((KERNELS / "fa3.yaml").read_text())

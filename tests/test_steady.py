@@ -41,10 +41,11 @@ def test_shifted_runs_end_as_relaxed_rows(case):
     assert closed_form._relax(pairs, cycles, period).tolist() == closed_form._relax(pairs, cycles, 0).tolist()
 
 
-@pytest.mark.parametrize("algo,causal,schedule", [("fa2", True, "pipelined"), ("vfa", True, "pipelined"),
-                                                  ("fa2", False, "pipelined"), ("vfa", True, "serial")])
-def test_engine_traces_end_as_relaxed_rows(monkeypatch, algo, causal, schedule):
-    hw = load_hw("C4V16")
+@pytest.mark.parametrize("algo,causal,schedule,latency", [
+    ("fa2", True, "pipelined", {}), ("vfa", True, "pipelined", {}), ("fa2", False, "pipelined", {}),
+    ("vfa", True, "serial", {}), ("fa2", True, "pipelined", {"rowmax": 90, "load_k": 300, "exp": 20})])
+def test_engine_traces_end_as_relaxed_rows(monkeypatch, algo, causal, schedule, latency):
+    hw = load_hw("C4V16").model_copy(update={"result_latency": latency})
     trace = trace_only(Tiling(4096, 4096, 64, 64, 64, causal), policy_for(algo), engine_precision(hw))
     monkeypatch.setattr(closed_form, "_STEADY_ROWS", 0)  # so short a trace is otherwise relaxed row by row
     shifted = []
@@ -55,4 +56,6 @@ def test_engine_traces_end_as_relaxed_rows(monkeypatch, algo, causal, schedule):
     monkeypatch.setattr(closed_form, "steady_runs", lambda *a: [])
     slow = simulate(trace, hw, schedule)
     assert np.array_equal(fast.end_cycles, slow.end_cycles)
+    assert (fast.ready_cycles is None) == (not latency)
+    assert latency == {} or np.array_equal(fast.ready_cycles, slow.ready_cycles)
     assert np.array_equal(fast.waited_on, slow.waited_on) and np.array_equal(fast.wait_kind, slow.wait_kind)

@@ -186,13 +186,15 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     del priced  # a few bytes an op, not kept through the event loop
     operand_warps = (rule.warps or kernel.warps) if kernel.operands_from_shared else 0
     prepass = kernel.minit == "prepass" and bool(np.any(trace.kind == KIND_CODE["key_summary"]))
-    core_k = timing_core(plan.core, kernel.mma == "per_stream", operand_warps, streams, shape, chip.core_limits)
-    buffers = kernel.score_buffers
-    if not kernel.skip_loop_pipelined and bool(np.any(trace.kind == KIND_CODE["skip_test"])):
+    core_k = tile_core(timing_core(plan.core, kernel.mma == "per_stream", operand_warps, streams, shape,
+                                   chip.core_limits), rule)
+    buffers, in_order = kernel.score_buffers, not kernel.skip_loop_pipelined and bool(np.any(
+        trace.kind == KIND_CODE["skip_test"]))
+    if in_order:
         core_k, buffers = in_order_core(core_k, chip, hw.clock_ghz, streams), 1  # no tile ahead of the one in hand
     if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
         core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
-    timing = UnitTiming(core_k, buffers, schedule)
+    timing = UnitTiming(core_k, buffers, schedule, resident_memory=in_order)
     timer = UnitTimer(trace, timing, launch.kinds, digest)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
@@ -241,11 +243,23 @@ def tuned_core(hw: HardwareConfig, tuning: KernelTuning, kernel: Kernel) -> Hard
     return hw.model_copy(update=update) if update else hw
 
 
+def tile_core(core: HardwareConfig, rule: TileRule) -> HardwareConfig:
+    """The core as ``rule``'s tile runs on it: its measured op latencies, and with ``program_order`` its compute ops
+    taking turns within each stream."""
+    update: dict = {}
+    if rule.result_latency:
+        update["result_latency"] = {**core.result_latency, **rule.result_latency}
+    if rule.program_order:
+        roles = tuple(r for r in ("tensor", "vector", "exp") if any(p.role == r for p in core.pipelines.values()))
+        update.update(take_turns=roles if len(roles) > 1 else (), turns_within="row" if len(roles) > 1 else "core")
+    return core.model_copy(update=update) if update else core
+
+
 def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, streams: int) -> HardwareConfig:
     """The core as a loop that is not software-pipelined runs: every op of a stream after the one before it (all
     roles take turns within each row), and each memory pipe dealt by row, one unit per stream, whose copies wait out
     the L2 latency and move at the core's share of the L2 bandwidth (and no faster than the pipe), shared by the
-    streams."""
+    streams (by those resident, when its unit timing says ``resident_memory``)."""
     if chip.l2 is None:
         raise VfasimError(f"{core.name}: a loop that is not software-pipelined is timed with the chip's L2 latency "
                           "and bandwidth, and its chip section gives no l2")

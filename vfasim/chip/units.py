@@ -231,26 +231,39 @@ class UnitTiming:
     core: HardwareConfig
     score_buffers: int
     schedule: str = "pipelined"
+    resident_memory: bool = False  # memory pipes dealt by row are shared by the rows timed together, not the slots
 
     def timeline(self, trace: Trace, streams: tuple[np.ndarray, ...], copies: int = 1) -> tuple[Trace, Timeline]:
-        """``copies`` copies of a unit's ``streams`` interleaved (``interleaved``) and their timeline on the core."""
+        """``copies`` copies of a unit's ``streams`` interleaved (``interleaved``) and their timeline on the core;
+        with ``resident_memory`` each memory pipe dealt by row gives each of those rows an equal share of its rate."""
         merged = interleaved(trace, streams, copies)
         hw = replace_buffers(self.core, self.score_buffers * copies * len(streams))
+        if self.resident_memory:
+            hw = _memory_by_rows(hw, copies * len(streams))
         return merged, simulate(merged, hw, self.schedule)
+
+
+def _memory_by_rows(core: HardwareConfig, rows: int) -> HardwareConfig:
+    """``core`` with its memory pipes dealt by row re-dealt to ``rows`` units, each at 1/rows of the pipe's rate."""
+    pipes = {name: p.model_copy(update={"units": rows, "throughput": {
+        d: r * p.units / rows for d, r in p.throughput.items()}})
+        for name, p in core.pipelines.items() if p.role == "memory" and p.units_by == "row"}
+    return core.model_copy(update={"pipelines": {**core.pipelines, **pipes}}) if pipes else core
 
 
 class UnitTimer:
     """Compute cycles of a unit kind with k units on its core, each kind and k simulated once.
 
     ``digest``: the trace's (``Trace.digest``), given inside a ``reuse`` scope, where each simulation is made once
-    per key: the trace, the timing (its core by digest, score buffers, schedule), the streams' op ids and the copies,
-    everything ``UnitTiming.timeline`` reads; launches of one trace (other batch or heads, another tier or fit trial
+    per key: the trace, the timing (its core by digest, score buffers, schedule, memory dealing), the streams' op ids
+    and the copies, everything ``UnitTiming.timeline`` reads; launches of one trace (other batch or heads, another tier or fit trial
     with the same timing core) share them.
     """
 
     def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind], digest: str = "") -> None:
         self.trace, self.timing, self.kinds = trace, timing, kinds
-        self._key = (digest, timing.core.digest(), timing.score_buffers, timing.schedule) if digest else ()
+        self._key = (digest, timing.core.digest(), timing.score_buffers, timing.schedule,
+                     timing.resident_memory) if digest else ()
         self._cycles: dict[tuple[int, int], int] = {}
         self._short_cycles: dict[tuple, int] = {}
         self._long: dict[int, tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None] = {}

@@ -124,6 +124,10 @@ class HardwareConfig(_Strict):
     op_map: dict[str, str] = Field(description="Op kind -> pipeline name, or 'fused' (free)")
     work_factor: dict[str, Annotated[float, Field(strict=True)]] = Field(
         default_factory=dict, description="Op kind -> multiplier on its work (e.g. reduction cost)")
+    result_latency: dict[str, Annotated[int, Field(strict=True, ge=0, le=MAX_CYCLES)]] = Field(
+        default_factory=dict, description="Op kind -> cycles from such an op's start until an op reading its result may "
+        "start (its latency when it runs alone, e.g. a row reduction across warps through shared memory); its "
+        "pipeline is free once the op's own cycles end. Shorter than those cycles: no effect; absent: none")
     chip: ChipSpec | None = Field(default=None, description="Many such cores sharing L2 and HBM (absent: one core)")
     take_turns: tuple[Role, ...] = Field(
         default=(), description="Pipeline roles whose ops take turns core-wide, in issue order, whatever their streams "
@@ -149,6 +153,9 @@ class HardwareConfig(_Strict):
             if kind not in OP_KINDS or not 0 < factor <= MAX_WORK_FACTOR:
                 raise ValueError(f"work_factor.{kind} must name an op kind and be a finite number in "
                                  f"(0, {MAX_WORK_FACTOR:g}]")
+        unknown = [k for k in self.result_latency if k not in OP_KINDS]
+        if unknown:
+            raise ValueError(f"result_latency names unknown op kind {unknown[0]!r}")
         self._check_rates()
         self._check_shared_issue()
         if len(set(self.take_turns)) != len(self.take_turns) or len(self.take_turns) == 1:

@@ -33,11 +33,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vfasim.formats import FormatClass
+from vfasim.trace import OP_KINDS
 
 ACC_BYTES = 4  # fp32 scores and O accumulator
 MAX_TILE = 1024
@@ -66,7 +67,22 @@ class TileRule(_Strict):
     producer_registers_per_thread: int | None = Field(
         strict=True, default=None, ge=0, le=255, description="Registers of each producer thread with this tile (absent: the "
                                                 "kernel's)")
+    result_latency: dict[str, Annotated[int, Field(strict=True, ge=0, le=10**6)]] = Field(
+        default_factory=dict, description="Op kind -> cycles from such an op's start on this tile until its result may "
+        "be read, measured with the op alone (e.g. a row reduction across warps through shared memory and "
+        "barriers); replaces the chip config's result_latency for that kind; absent: the config's")
+    program_order: bool = Field(default=False, description="The tile's compute ops run in program order within "
+                                "its stream (its warps meet at every row reduction's barriers, so no op runs ahead "
+                                "of the one before it): its tensor, vector and exp ops take turns within the stream; "
+                                "its copies stay asynchronous")
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
+
+    @model_validator(mode="after")
+    def _known_kinds(self) -> TileRule:
+        unknown = [k for k in self.result_latency if k not in OP_KINDS]
+        if unknown:
+            raise ValueError(f"result_latency names unknown op kind {unknown[0]!r}")
+        return self
 
 
 class PrepassRate(_Strict):

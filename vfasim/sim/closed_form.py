@@ -13,12 +13,18 @@ dropped: duplicates, and ops of the op's own chain (see ``stream_chains``) befor
 predecessor, which end no later than that predecessor does. Ends live in an ``array('q')``
 (8 bytes each) and rows are handed to the loop in chunks, so the pass holds no Python object
 per op. Runs of rows that repeat a tile earlier are shifted instead once steady (``steady.py``).
+
+An op whose result arrives L > 0 cycles after it ends (``op_latency``) gets an arrival row after its own,
+``ready = end + L``: the ops that read its result (its data dependents) and the op that takes its turn after it
+(program order) wait on the arrival, while its stream and buffer successors wait on its end, so its pipeline is
+free meanwhile.
 """
 
 from __future__ import annotations
 
 import heapq
 from array import array
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,13 +37,63 @@ _PLACE_CHUNK = 1 << 17  # ops whose rows are written with one set of array opera
 _STEADY_ROWS = 50_000  # fewer rows are all relaxed one by one: looking for steady runs would cost more
 
 
+@dataclass(frozen=True)
+class _Graph:
+    """What the pass reads of a trace: its data dependencies and, for the error message and the steady state, each
+    op's kind, row, step and key block; ops from ``real`` on are arrivals (``end_cycles``)."""
+
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    kind: np.ndarray
+    row: np.ndarray
+    step: np.ndarray
+    kblock: np.ndarray
+    real: int
+
+    def __len__(self) -> int:
+        return self.kind.size
+
+
 def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.ndarray, chain: np.ndarray,
-               buffer: np.ndarray, turn: np.ndarray, schedule: str) -> np.ndarray:
-    """End of every op (by op id), visited in ``order`` (the issue order) where it is topological.
+               buffer: np.ndarray, turn: np.ndarray, schedule: str,
+               latency: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(end, ready) of every op (by op id), visited in ``order`` (the issue order) where it is topological.
 
     ``stream``, ``buffer`` and ``turn`` give each op's stream, buffer and turn predecessor (-1 if none),
-    ``chain`` its chain (-1 if none).
+    ``chain`` its chain (-1 if none). ``latency``: the cycles each op's result arrives after it ends (None: none
+    is late); ``ready`` is ``end + latency``, when its data dependents and the op taking its turn after it may
+    start (``end`` itself without).
     """
+    n = len(trace)
+    graph = _Graph(trace.dep_ptr, trace.dep_idx, trace.kind, trace.row, trace.step, trace.kblock, n)
+    if latency is None or not np.any(latency):
+        end = _ends(graph, order, cycles, stream, chain, buffer, turn, schedule)
+        return end, end
+    late = np.flatnonzero(latency > 0)
+    arrival = np.arange(n, dtype=np.int64)
+    arrival[late] = n + np.arange(late.size)
+    deps = np.concatenate([arrival[graph.dep_idx], late])  # readers wait on the arrival; an arrival on its op
+    ptr = np.concatenate([graph.dep_ptr, graph.dep_ptr[-1] + 1 + np.arange(late.size)])
+    def also(a: np.ndarray) -> np.ndarray:  # each arrival as its op
+        return np.concatenate([a, a[late]])
+
+    graph = _Graph(ptr, deps, also(graph.kind), also(graph.row), also(graph.step), also(graph.kblock), n)
+    follows = latency[order] > 0  # an arrival is issued right after its op
+    at = np.arange(n) + np.cumsum(follows) - follows
+    full = np.empty(n + late.size, np.int64)
+    full[at] = order
+    full[at[follows] + 1] = arrival[order[follows]]
+    none = np.full(late.size, -1, stream.dtype)
+    turn = np.where(turn >= 0, arrival[np.maximum(turn, 0)], -1).astype(turn.dtype)  # a turn waits for the result
+    end = _ends(graph, full, np.concatenate([cycles, latency[late]]), np.concatenate([stream, none]),
+                np.concatenate([chain, none.astype(chain.dtype)]), np.concatenate([buffer, none]),
+                np.concatenate([turn, none]), schedule)
+    return end[:n], end[arrival]
+
+
+def _ends(trace: _Graph, order: np.ndarray, cycles: np.ndarray, stream: np.ndarray, chain: np.ndarray,
+          buffer: np.ndarray, turn: np.ndarray, schedule: str) -> np.ndarray:
+    """End of every op of ``trace`` (see ``end_cycles``)."""
     table, stream_col = _predecessor_table(trace, order, stream, buffer, turn)
     if _ahead(table):
         order = _topological(trace, table, order, schedule)
@@ -62,7 +118,7 @@ def _ahead(table: np.ndarray) -> bool:
     return any(bool(np.any(table[:, c] >= position)) for c in range(table.shape[1]))
 
 
-def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray, buffer: np.ndarray,
+def _predecessor_table(trace: _Graph, order: np.ndarray, stream: np.ndarray, buffer: np.ndarray,
                        turn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per issue position, predecessor positions + 1 (0 = none), and the stream predecessor's.
 
@@ -92,7 +148,7 @@ def _predecessor_table(trace: Trace, order: np.ndarray, stream: np.ndarray, buff
     return table, stream_col
 
 
-def _topological(trace: Trace, table: np.ndarray, order: np.ndarray, schedule: str) -> np.ndarray:
+def _topological(trace: _Graph, table: np.ndarray, order: np.ndarray, schedule: str) -> np.ndarray:
     """Op ids in topological order, earliest-issued ready op first; a cycle is refused."""
     n = table.shape[0]
     child, col = np.nonzero(table)
@@ -170,13 +226,13 @@ def _place(pairs: np.ndarray, table: np.ndarray, live: np.ndarray, first: np.nda
         rank[ops] += 1
 
 
-def _tile_rows(trace: Trace, order: np.ndarray, last: np.ndarray, limit: int = 1 << 20) -> np.ndarray:
+def _tile_rows(trace: _Graph, order: np.ndarray, last: np.ndarray, limit: int = 1 << 20) -> np.ndarray:
     """The row of each tile's first op (in trace order) among the first ``limit`` ops issued: enough to find the
     period, at a fraction of a pass over every op."""
     ops = order[:limit].astype(np.int64)
     prev = np.maximum(ops - 1, 0)
     first = (ops == 0) | (trace.row[ops] != trace.row[prev]) | (trace.step[ops] != trace.step[prev])
-    return last[:limit][first & (trace.kblock[ops] >= 0)]
+    return last[:limit][first & (trace.kblock[ops] >= 0) & (ops < trace.real)]  # an arrival begins no tile
 
 
 def _relax(pairs: np.ndarray, cycles: np.ndarray, period: int) -> np.ndarray:

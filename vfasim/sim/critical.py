@@ -6,9 +6,10 @@ end its start waited for and the kind of that edge (data dependency, pipeline
 stream, tile buffer, or a memory port in a chip model). Ties were settled when
 the record was made: data dependencies first, then the lower op id. Every
 cycle of ``[0, latency)`` is then charged to the path op running at that
-moment; cycles when no path op runs are ``idle`` (zero for one core, since an
-op starts as soon as its last predecessor ends; kept so the attribution always
-sums to the latency).
+moment; cycles when no path op runs are ``idle``: on one core, the cycles a path
+op waits out the result latency of the op before it (``result_latency``; zero
+without one, since an op starts as soon as its last predecessor ends); kept so the
+attribution always sums to the latency.
 
 Definitions (per pipeline, as reported in ``CriticalPath.pipelines``):
 - ``critical_cycles``: latency cycles during which the pipeline runs the path
@@ -39,7 +40,7 @@ import numpy as np
 from vfasim.errors import VfasimError
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim.engine import Timeline
-from vfasim.sim.schedule import EDGE_KINDS, check_schedule
+from vfasim.sim.schedule import DATA, EDGE_KINDS, TURN, check_schedule
 from vfasim.trace import KIND_NAMES, Trace
 
 IDLE = "idle"
@@ -88,7 +89,11 @@ def _wait_record(trace: Trace, timeline: Timeline, schedule: str) -> tuple[np.nd
                           f"timed {timeline.schedule or 'by an unnamed schedule'}, asked for {len(trace)} "
                           f"ops {schedule}")
     waited = np.flatnonzero(waited_on >= 0)
-    late = timeline.end_cycles[waited_on[waited]] != timeline.start_cycles[waited]
+    parent = waited_on[waited]
+    ready = timeline.end_cycles[parent]
+    if timeline.ready_cycles is not None:  # a data or turn edge waits for the result, ready after its latency
+        ready = np.where(np.isin(wait_kind[waited], (DATA, TURN)), timeline.ready_cycles[parent], ready)
+    late = ready != timeline.start_cycles[waited]
     if np.any(late):
         i = int(waited[np.flatnonzero(late)[0]])
         raise VfasimError(f"timeline does not match its record: op {i} does not start when op "

@@ -47,6 +47,9 @@ of another core's, delaying that core's critical path (Graham's anomalies).
 Assumptions:
 - Ops mapped to ``fused`` take zero cycles, no pipeline and no stream slot.
 - Ops are priced by their own dtype in the trace, and by bytes for data moves.
+- An op kind with a result latency L (``result_latency``) holds its pipeline for its cycles only; the ops that
+  read its result, and the op taking its turn after it, start no earlier than L cycles after it starts (``ready``:
+  the later of its end and start + L), its stream and buffer successors at its end.
 - Q loads and m-init of a query block are issued with its first tile.
 """
 
@@ -60,7 +63,7 @@ import numpy as np
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim.closed_form import end_cycles
 from vfasim.sim.schedule import (BUFFER, DATA, SCHEDULES, STREAM, TURN, buffer_predecessors, check_schedule,
-                                 issue_order, op_cycles, schedule_edges, stream_chains, stream_order,
+                                 issue_order, op_cycles, op_latency, schedule_edges, stream_chains, stream_order,
                                  turn_predecessors)
 from vfasim.trace import Trace
 
@@ -78,9 +81,10 @@ class Timeline:
     pipeline: np.ndarray  # index into pipeline_names, -1 for fused ops
     pipeline_names: tuple[str, ...]
     total_cycles: int
-    waited_on: np.ndarray | None = None  # int32 op whose end the start waited for, -1 if none
+    waited_on: np.ndarray | None = None  # int32 op whose end (ready, for a data edge) the start waited for, -1 if none
     wait_kind: np.ndarray | None = None  # int8 code into EDGE_KINDS of that edge, -1 if none
     schedule: str | None = None
+    ready_cycles: np.ndarray | None = None  # when each op's result may be read (end + result latency); None: the end
 
     @functools.cached_property
     def durations(self) -> np.ndarray:
@@ -108,32 +112,35 @@ def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> T
     stream, chain = stream_chains(pipe, order, hw, schedule, trace.row)
     buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
     turn = turn_predecessors(pipe, order, hw, schedule, trace.row)
-    end = end_cycles(trace, order, cycles, stream, chain, buffer, turn, schedule)
+    latency = op_latency(trace, hw, cycles)
+    end, ready = end_cycles(trace, order, cycles, stream, chain, buffer, turn, schedule, latency)
     del order, chain
     start = end - cycles
     del cycles
-    waited_on, wait_kind = _wait_record(trace, stream, buffer, turn, start, end)
+    waited_on, wait_kind = _wait_record(trace, stream, buffer, turn, start, end, ready)
     return Timeline(start, end, pipe, tuple(hw.pipelines), int(end.max(initial=0)), waited_on, wait_kind,
-                    schedule)
+                    schedule, None if latency is None else ready)
 
 
 def _wait_record(trace: Trace, stream: np.ndarray, buffer: np.ndarray, turn: np.ndarray, start: np.ndarray,
-                 end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per op, the predecessor whose end its start equals and the edge kind (-1, -1 if none);
-    ties go to data dependencies, then stream, then buffer, then turn, then the lower op id."""
+                 end: np.ndarray, ready: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per op, the predecessor whose end (``ready``, for a data dependency) its start equals and the edge kind
+    (-1, -1 if none); ties go to data dependencies, then stream, then buffer, then turn, then the lower op id."""
+    dep_ptr, dep_idx = trace.dep_ptr, trace.dep_idx
     n = len(trace)
     waited_on, wait_kind = np.empty(n, np.int32), np.empty(n, np.int8)
     for lo in range(0, n, _CHUNK):
         hi = min(lo + _CHUNK, n)
         begins = start[lo:hi]
         found = np.full(hi - lo, n, np.int32)  # n: none yet
-        first, count = trace.dep_ptr[lo:hi], np.diff(trace.dep_ptr[lo:hi + 1])
+        first, count = dep_ptr[lo:hi], np.diff(dep_ptr[lo:hi + 1])
         for j in range(int(count.max(initial=0))):  # data: the lowest id among those it waited for
-            parent = trace.dep_idx[np.minimum(first + j, trace.dep_idx.size - 1)]
-            np.minimum(found, np.where((count > j) & (end[parent] == begins), parent, n), out=found)
+            parent = dep_idx[np.minimum(first + j, dep_idx.size - 1)]
+            np.minimum(found, np.where((count > j) & (ready[parent] == begins), parent, n), out=found)
         kind = np.where(found < n, DATA, -1).astype(np.int8)
-        for code, parent in ((STREAM, stream[lo:hi]), (BUFFER, buffer[lo:hi]), (TURN, turn[lo:hi])):
-            take = (kind < 0) & (parent >= 0) & (end[parent] == begins)
+        for code, parent, at in ((STREAM, stream[lo:hi], end), (BUFFER, buffer[lo:hi], end),
+                                 (TURN, turn[lo:hi], ready)):
+            take = (kind < 0) & (parent >= 0) & (at[parent] == begins)
             found[take], kind[take] = parent[take], code
         waited_on[lo:hi] = np.where(kind >= 0, found, -1)
         wait_kind[lo:hi] = kind

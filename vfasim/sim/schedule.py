@@ -74,6 +74,17 @@ def op_cycles(trace: Trace, hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]
     return pipe, cycles.astype(np.int64)
 
 
+def op_latency(trace: Trace, hw: HardwareConfig, cycles: np.ndarray) -> np.ndarray | None:
+    """Cycles each op's result arrives after the op ends: its kind's ``result_latency`` (counted from its start)
+    beyond its ``cycles``; None where no kind has one."""
+    if not any(hw.result_latency.values()):
+        return None
+    per_kind = np.zeros(len(KIND_NAMES), np.int64)
+    for kind, latency in hw.result_latency.items():
+        per_kind[KIND_NAMES.index(kind)] = latency
+    return np.maximum(per_kind[trace.kind] - cycles, 0)
+
+
 def _issue_shared(trace: Trace, hw: HardwareConfig, pipe: np.ndarray, full: np.ndarray, held: np.ndarray,
                   partial: np.ndarray) -> np.ndarray:
     """Cycles with the partly issuing ops at max(held, full − their tile's other cycles on the same stream)."""
