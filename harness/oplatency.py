@@ -598,13 +598,37 @@ def measure_decode(op: int, d: int, steps: int, reps: int, seed: int, sass: bool
     return res
 
 
+def _only(cases: list, only: str, name) -> list:
+    """The cases ``--only`` names (comma-separated; all if empty); a name that is no case of the group is an error."""
+    if not only:
+        return cases
+    keep = set(only.split(","))
+    unknown = keep - {name(c) for c in cases}
+    if unknown:
+        raise SystemExit(f"error: --only: {sorted(unknown)[0]!r} is no row of this group (names without _cycles, "
+                         f"e.g. {name(cases[0])})")
+    return [c for c in cases if name(c) in keep]
+
+
+def softmax_cases(quick: bool, only: str = "") -> list[tuple[str, int, int, int, int]]:
+    """(variant, op, BM, BN, warps) of the softmax group."""
+    cases = [(name, op, bm, bn, 4) for bm, bn in (QUICK_TILES if quick else TILES) for name, op in VARIANTS]
+    # one warp with BM = 16: the row inside one warp; BN = 16 and 32 give each thread the elements a thread of the
+    # 4-warp 16x64 and 16x128 tiles holds, so the difference is the cross-warp part alone
+    for bn in ((16, 64) if quick else WITHIN_WARP_BN):
+        cases += [(name, op, 16, bn, 1) for name, op in WITHIN_WARP]
+    return _only(cases, only, lambda c: f"{c[0]}_bm{c[2]}_bn{c[3]}")
+
+
+def decode_cases(quick: bool, only: str = "") -> list[tuple[str, int, int]]:
+    """(variant, op, D) of the decode group."""
+    cases = [(name, op, d) for d in (QUICK_DECODE_D if quick else DECODE_D) for name, op in DECODE_VARIANTS]
+    return _only(cases, only, lambda c: f"{c[0]}_bm{DECODE_BM}_bn{DECODE_BN}_d{c[2]}")
+
+
 def run_decode(a, out: str, table, log, sidecar, clocks, steps: int, reps: int) -> dict:
     """The --group decode cases; returns {(name, d): result}."""
-    ds = QUICK_DECODE_D if a.quick else DECODE_D
-    cases = [(name, op, d) for d in ds for name, op in DECODE_VARIANTS]
-    if a.only:
-        keep = set(a.only.split(","))
-        cases = [c for c in cases if f"{c[0]}_bm{DECODE_BM}_bn{DECODE_BN}_d{c[2]}" in keep]
+    cases = decode_cases(a.quick, a.only)
     results: dict[tuple[str, int], dict] = {}
     summary, sass_dumps = [], []
     t_start = time.time()
@@ -695,6 +719,7 @@ def main(argv: list[str] | None = None) -> int:
     reps = a.reps or (3 if a.quick else 5)
     if steps < 2 or reps < 1:
         ap.error("--steps must be at least 2 and --reps at least 1")
+    (decode_cases if a.group == "decode" else softmax_cases)(a.quick, a.only)  # a bad --only: before anything is written
     from harness.bench import ClockSampler, provenance
     from harness.rows import MICRO, Table, chip_name, write_sidecar
 
@@ -759,17 +784,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"done in {time.time() - t_start:.0f} s, {len(table.rows)} rows")
         log_f.close()
         return 0
-    cases = []
-    for bm, bn in (QUICK_TILES if a.quick else TILES):
-        for name, op in VARIANTS:
-            cases.append((name, op, bm, bn, 4))
-    # one warp with BM = 16: the row inside one warp; BN = 16 and 32 give each thread the elements a thread of the
-    # 4-warp 16x64 and 16x128 tiles holds, so the difference is the cross-warp part alone
-    for bn in ((16, 64) if a.quick else WITHIN_WARP_BN):
-        cases += [(name, op, 16, bn, 1) for name, op in WITHIN_WARP]
-    if a.only:
-        keep = set(a.only.split(","))
-        cases = [c for c in cases if f"{c[0]}_bm{c[2]}_bn{c[3]}" in keep]
+    cases = softmax_cases(a.quick, a.only)
     results: dict[tuple[str, int, int], dict] = {}
     summary = []
     sass_dumps = []
