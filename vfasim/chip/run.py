@@ -244,13 +244,13 @@ def tuned_core(hw: HardwareConfig, tuning: KernelTuning, kernel: Kernel) -> Hard
 
 
 def tile_core(core: HardwareConfig, rule: TileRule) -> HardwareConfig:
-    """The core as ``rule``'s tile runs on it: its measured op latencies, and with ``program_order`` its compute ops
-    taking turns within each stream."""
+    """The core as ``rule``'s tile runs on it: its measured op latencies, and with ``program_order`` its ops taking
+    turns within each stream."""
     update: dict = {}
     if rule.result_latency:
         update["result_latency"] = {**core.result_latency, **rule.result_latency}
     if rule.program_order:
-        roles = tuple(r for r in ("tensor", "vector", "exp") if any(p.role == r for p in core.pipelines.values()))
+        roles = tuple(r for r in ("tensor", "vector", "exp", "memory") if any(p.role == r for p in core.pipelines.values()))
         update.update(take_turns=roles if len(roles) > 1 else (), turns_within="row" if len(roles) > 1 else "core")
     return core.model_copy(update=update) if update else core
 

@@ -71,10 +71,11 @@ class TileRule(_Strict):
         default_factory=dict, description="Op kind -> cycles from such an op's start on this tile until its result may "
         "be read, measured with the op alone (e.g. a row reduction across warps through shared memory and "
         "barriers); replaces the chip config's result_latency for that kind; absent: the config's")
-    program_order: bool = Field(default=False, description="The tile's compute ops run in program order within "
-                                "its stream (its warps meet at every row reduction's barriers, so no op runs ahead "
-                                "of the one before it): its tensor, vector and exp ops take turns within the stream; "
-                                "its copies stay asynchronous")
+    program_order: bool = Field(default=False, description="The tile's ops run in program order within its stream "
+                                "(its warps meet at every row reduction's barriers and issue its copies themselves, "
+                                "so no op runs ahead of the one before it): its tensor, vector, exp and memory ops take "
+                                "turns within the stream, each after the previous one's result; a copy's turn is its "
+                                "time on the memory pipe, its data then streams at the core's rates")
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
 
     @model_validator(mode="after")
