@@ -250,7 +250,8 @@ def tile_core(core: HardwareConfig, rule: TileRule) -> HardwareConfig:
     if rule.result_latency:
         update["result_latency"] = {**core.result_latency, **rule.result_latency}
     if rule.program_order:
-        roles = tuple(r for r in ("tensor", "vector", "exp", "memory") if any(p.role == r for p in core.pipelines.values()))
+        present = {p.role for p in core.pipelines.values()}
+        roles = tuple(r for r in ("tensor", "vector", "exp", "memory") if r in present)
         update.update(take_turns=roles if len(roles) > 1 else (), turns_within="row" if len(roles) > 1 else "core")
     return core.model_copy(update=update) if update else core
 

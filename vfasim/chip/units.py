@@ -256,8 +256,8 @@ class UnitTimer:
 
     ``digest``: the trace's (``Trace.digest``), given inside a ``reuse`` scope, where each simulation is made once
     per key: the trace, the timing (its core by digest, score buffers, schedule, memory dealing), the streams' op ids
-    and the copies, everything ``UnitTiming.timeline`` reads; launches of one trace (other batch or heads, another tier or fit trial
-    with the same timing core) share them.
+    and the copies, everything ``UnitTiming.timeline`` reads; launches of one trace (other batch or heads, another
+    tier or fit trial with the same timing core) share them.
     """
 
     def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind], digest: str = "") -> None:
