@@ -324,6 +324,42 @@ def sass_loop_counts(sass: str) -> tuple[str, str]:
 
 
 # ---- measuring -----------------------------------------------------------------------------------------------------
+def _timed(launch, steps: int, reps: int) -> tuple[object, list[int], list[int]]:
+    """(compiled kernel, spans of ``reps`` launches of ``steps`` iterations, of ``steps // 2``): compiled first."""
+    kern, _ = launch(4)  # compile and load
+    full, half = [], []
+    for _ in range(reps):
+        full.append(launch(steps)[1])
+        half.append(launch(steps // 2)[1])
+    return kern, full, half
+
+
+def _summary(kern, full: list[int], half: list[int], steps: int, err: float, sass: bool, ttgir_counts, ptx_counts,
+             mma_note: str) -> dict:
+    """A kernel's row: median cycles per iteration, spread, slope, the float64 check, registers, and its loop's IR
+    counts (``ttgir_counts``, ``ptx_counts``: the group's own counters)."""
+    med_full, med_half = statistics.median(full), statistics.median(half)
+    res = {"cycles": med_full / steps, "lo": min(full) / steps, "hi": max(full) / steps,
+           "spread_pct": (max(full) - min(full)) / med_full * 100 if med_full else float("nan"),
+           "slope": (med_full - med_half) / (steps - steps // 2), "err": err,
+           "regs": getattr(kern, "n_regs", "?"), "spills": getattr(kern, "n_spills", "?"),
+           "layout": "?", "ttgir_loop": "?", "ptx_loop": "?", "ttgir": "", "ptx_text": "", "mma": "?",
+           "sass_loop": "", "sass_text": ""}
+    asm = getattr(kern, "asm", None)
+    if asm is not None:
+        ttgir, ptx = str(asm.get("ttgir", "")), str(asm.get("ptx", ""))
+        res["layout"] = mma_layouts(ttgir)
+        res["ttgir_loop"] = ttgir_counts(ttgir_loop(ttgir))
+        res["ptx_loop"], loop_text = ptx_counts(ptx)
+        res["ttgir"], res["ptx_text"] = ttgir, loop_text
+        n_wgmma = len(re.findall(r"\bwgmma\.mma_async", ptx))
+        n_mma = len(re.findall(r"\bmma\.sync", ptx))
+        res["mma"] = f"PTX: {n_wgmma} wgmma.mma_async, {n_mma} mma.sync{mma_note}"
+        if sass:
+            res["sass_loop"], res["sass_text"] = sass_loop_counts(sass_of(asm.get("cubin", b"")))
+    return res
+
+
 def measure(op: int, bm: int, bn: int, warps: int, steps: int, reps: int, seed: int, sass: bool = False) -> dict:
     g = torch.Generator().manual_seed(seed)
     a_cpu = (torch.rand(bm, BK, generator=g) * 0.5 + 0.5).to(torch.float16)
@@ -337,11 +373,7 @@ def measure(op: int, bm: int, bn: int, warps: int, steps: int, reps: int, seed: 
         torch.cuda.synchronize()
         return k, int(t.item())
 
-    kern, _ = launch(4)  # compile and load
-    full, half = [], []
-    for _ in range(reps):
-        full.append(launch(steps)[1])
-        half.append(launch(steps // 2)[1])
+    kern, full, half = _timed(launch, steps, reps)
     launch(steps)  # the result checked below is of a STEPS launch
     got = out.cpu().double().numpy()
     ref = reference(op, a_cpu.numpy(), b_cpu.numpy(), steps)
@@ -356,26 +388,7 @@ def measure(op: int, bm: int, bn: int, warps: int, steps: int, reps: int, seed: 
     err = max(float(np.max(np.abs(k - r)) / max(float(np.max(np.abs(r))), 1e-30)) for k, r in pairs)
     if not np.all(np.isfinite(got)):
         err = float("inf")
-    med_full, med_half = statistics.median(full), statistics.median(half)
-    res = {"cycles": med_full / steps, "lo": min(full) / steps, "hi": max(full) / steps,
-           "spread_pct": (max(full) - min(full)) / med_full * 100 if med_full else float("nan"),
-           "slope": (med_full - med_half) / (steps - steps // 2), "err": err,
-           "regs": getattr(kern, "n_regs", "?"), "spills": getattr(kern, "n_spills", "?"),
-           "layout": "?", "ttgir_loop": "?", "ptx_loop": "?", "ttgir": "", "ptx_text": "", "mma": "?",
-           "sass_loop": "", "sass_text": ""}
-    asm = getattr(kern, "asm", None)
-    if asm is not None:
-        ttgir, ptx = str(asm.get("ttgir", "")), str(asm.get("ptx", ""))
-        res["layout"] = mma_layouts(ttgir)
-        res["ttgir_loop"] = ttgir_loop_counts(ttgir_loop(ttgir))
-        res["ptx_loop"], loop_text = ptx_loop_counts(ptx)
-        res["ttgir"], res["ptx_text"] = ttgir, loop_text
-        n_wgmma = len(re.findall(r"\bwgmma\.mma_async", ptx))
-        n_mma = len(re.findall(r"\bmma\.sync", ptx))
-        res["mma"] = f"PTX: {n_wgmma} wgmma.mma_async, {n_mma} mma.sync"
-        if sass:
-            res["sass_loop"], res["sass_text"] = sass_loop_counts(sass_of(asm.get("cubin", b"")))
-    return res
+    return _summary(kern, full, half, steps, err, sass, ttgir_loop_counts, ptx_loop_counts, "")
 
 
 # ---- the decode tile's whole iteration, operands resident (--group decode) ----------------------------------------
@@ -559,11 +572,7 @@ def measure_decode(op: int, d: int, steps: int, reps: int, seed: int, sass: bool
         torch.cuda.synchronize()
         return k, int(t.item())
 
-    kern, _ = launch(4)  # compile and load
-    full, half = [], []
-    for _ in range(reps):
-        full.append(launch(steps)[1])
-        half.append(launch(steps // 2)[1])
+    kern, full, half = _timed(launch, steps, reps)
     out.fill_(float("nan"))
     launch(steps)  # the result checked below is of a STEPS launch
     got_all = out.cpu().double().numpy()
@@ -575,26 +584,9 @@ def measure_decode(op: int, d: int, steps: int, reps: int, seed: int, sass: bool
         k, r = got[key], ref[key]
         errs.append(float(np.max(np.abs(k - r)) / max(float(np.max(np.abs(r))), 1e-30)) if np.all(np.isfinite(k))
                     else float("inf"))
-    med_full, med_half = statistics.median(full), statistics.median(half)
-    res = {"cycles": med_full / steps, "lo": min(full) / steps, "hi": max(full) / steps,
-           "spread_pct": (max(full) - min(full)) / med_full * 100 if med_full else float("nan"),
-           "slope": (med_full - med_half) / (steps - steps // 2), "err": max(errs),
-           "checked": "+".join(DECODE_CHECKED[op]),
-           "regs": getattr(kern, "n_regs", "?"), "spills": getattr(kern, "n_spills", "?"),
-           "layout": "?", "ttgir_loop": "?", "ptx_loop": "?", "ttgir": "", "ptx_text": "", "mma": "?",
-           "sass_loop": "", "sass_text": ""}
-    asm = getattr(kern, "asm", None)
-    if asm is not None:
-        ttgir, ptx = str(asm.get("ttgir", "")), str(asm.get("ptx", ""))
-        res["layout"] = mma_layouts(ttgir)
-        res["ttgir_loop"] = decode_ttgir_loop_counts(ttgir_loop(ttgir))
-        res["ptx_loop"], loop_text = decode_ptx_loop_counts(ptx)
-        res["ttgir"], res["ptx_text"] = ttgir, loop_text
-        n_wgmma = len(re.findall(r"\bwgmma\.mma_async", ptx))
-        n_mma = len(re.findall(r"\bmma\.sync", ptx))
-        res["mma"] = f"PTX: {n_wgmma} wgmma.mma_async, {n_mma} mma.sync in all"
-        if sass:
-            res["sass_loop"], res["sass_text"] = sass_loop_counts(sass_of(asm.get("cubin", b"")))
+    res = _summary(kern, full, half, steps, max(errs), sass, decode_ttgir_loop_counts, decode_ptx_loop_counts,
+                   " in all")
+    res["checked"] = "+".join(DECODE_CHECKED[op])
     return res
 
 
