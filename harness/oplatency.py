@@ -34,6 +34,10 @@ table says what was timed. For BM = 16, ``loop_within_warp``, ``rowmax_within_wa
 ``softmax_step_within_warp`` run the same with num_warps=1, so a row sits inside one warp: at BN = 16 and 32 each
 thread holds the elements a thread of the 4-warp 16 x 64 and 16 x 128 tiles holds (the difference is the cross-warp
 part: shared memory and barriers), at BN = 64 and 128 the same tile on one warp.
+``loop_w8``, ``rowmax_w8`` and ``blocktest_w8`` run the 128-row tiles (BN 64 and 128) with the prefill kernels'
+8 warps (two warp groups, each row inside one warp): ``blocktest`` is VSA's block test as ``harness/kernels.py``
+``_visit_one`` runs it, a rowmax, then the maximum over the rows (across the 8 warps) between two barriers, so
+``blocktest_w8`` less ``rowmax_w8`` is what the cross-warp part adds.
 
 Output (``--out DIR``): ``micro.csv`` (name, value, unit, notes; value = median cycles per iteration, the loop's
 overhead not subtracted: the ``loop_*`` rows are there to subtract) with its sidecar ``micro.yaml`` (provenance),
@@ -98,6 +102,9 @@ TILES = ((16, 64), (16, 128), (64, 64), (64, 128), (128, 64), (128, 128))
 QUICK_TILES = ((16, 64), (128, 128))
 #: (name, OP) in the order they run and are written
 VARIANTS = (("loop", 0), ("rowmax", 1), ("rowsum", 2), ("exp2", 3), ("softmax_step", 4))
+#: the 128-row prefill tiles with their 8 warps (two warp groups): VSA's block test against a rowmax alone
+EIGHT_WARPS = (("loop_w8", 0), ("rowmax_w8", 1), ("blocktest_w8", 5))
+EIGHT_WARPS_TILES = ((128, 64), (128, 128))
 WHAT = {
     0: "m = m*0.999 + 0.001 on the row vector (one FFMA): the loop overhead",
     1: "m = rowmax(s + m[:, None])",
@@ -105,6 +112,8 @@ WHAT = {
     3: "x = exp2(x * -0.5) over the whole tile, x starting as s (one FMUL + one MUFU.EX2 per element)",
     4: "FA2 online-softmax update without matmul or accumulator rescale: bias = l*2^-20, m_new = max(m, "
        "rowmax(s + bias)), alpha = exp2(m - m_new), p = exp2(s + bias - m_new), l = l*alpha + rowsum(p)",
+    5: "VSA's block test (harness/kernels.py _visit_one): t = rowmax(s + m[:, None]), a barrier, t_top = max over "
+       "the rows of t (across the warps), a barrier, m = 0.5*m + 0.5*t_top",
 }
 WITHIN_WARP = (("loop_within_warp", 0), ("rowmax_within_warp", 1), ("softmax_step_within_warp", 4))
 WITHIN_WARP_BN = (16, 32, 64, 128)
@@ -136,13 +145,19 @@ def _op_kernel(A, B, OUT, T, STEPS, BM: tl.constexpr, BN: tl.constexpr, BK: tl.c
             l = tl.sum(s * l[:, None], axis=1)
         elif OP == 3:
             x = tl.exp2(x * -0.5)
-        else:
+        elif OP == 4:
             bias = l * 9.5367431640625e-07  # 2^-20, as EPS
             m_new = tl.maximum(m, tl.max(s + bias[:, None], axis=1))
             alpha = tl.exp2(m - m_new)
             p = tl.exp2(s - (m_new - bias)[:, None])
             l = l * alpha + tl.sum(p, axis=1)
             m = m_new
+        elif OP == 5:
+            t = tl.max(s + m[:, None], axis=1)
+            tl.debug_barrier()
+            t_top = tl.max(t, 0)
+            tl.debug_barrier()
+            m = m * 0.5 + t_top * 0.5
     t1 = _clock()
     tl.store(T, t1 - t0)
     tl.store(OUT + rm, m)
@@ -164,13 +179,15 @@ def reference(op: int, a: np.ndarray, b: np.ndarray, steps: int) -> tuple[np.nda
             l = (s * l[:, None]).sum(axis=1)
         elif op == 3:
             x = np.exp2(x * -0.5)
-        else:
+        elif op == 4:
             bias = l * EPS
             m_new = np.maximum(m, (s + bias[:, None]).max(axis=1))
             alpha = np.exp2(m - m_new)
             p = np.exp2(s - (m_new - bias)[:, None])
             l = l * alpha + p.sum(axis=1)
             m = m_new
+        elif op == 5:
+            m = m * 0.5 + (s + m[:, None]).max() * 0.5
     return m, l, x.sum(axis=1)
 
 
@@ -377,7 +394,7 @@ def measure(op: int, bm: int, bn: int, warps: int, steps: int, reps: int, seed: 
     launch(steps)  # the result checked below is of a STEPS launch
     got = out.cpu().double().numpy()
     ref = reference(op, a_cpu.numpy(), b_cpu.numpy(), steps)
-    if op in (0, 1):
+    if op in (0, 1, 5):
         pairs = [(got[:bm], ref[0])]
     elif op == 2:
         pairs = [(got[bm:2 * bm], ref[1])]
@@ -609,6 +626,7 @@ def softmax_cases(quick: bool, only: str = "") -> list[tuple[str, int, int, int,
     # 4-warp 16x64 and 16x128 tiles holds, so the difference is the cross-warp part alone
     for bn in ((16, 64) if quick else WITHIN_WARP_BN):
         cases += [(name, op, 16, bn, 1) for name, op in WITHIN_WARP]
+    cases += [(name, op, bm, bn, 8) for bm, bn in EIGHT_WARPS_TILES for name, op in EIGHT_WARPS]
     return _only(cases, only, lambda c: f"{c[0]}_bm{c[2]}_bn{c[3]}")
 
 
@@ -838,6 +856,9 @@ def main(argv: list[str] | None = None) -> int:
         cells = ", ".join(f"{n} {results[(n, 16, bn)]['cycles']:.1f}" for n, _ in WITHIN_WARP
                           if (n, 16, bn) in results)
         log(f"num_warps=1 16x{bn}: {cells or 'not measured'}")
+    for bm, bn in EIGHT_WARPS_TILES:
+        cells = ", ".join(f"{n} {results[(n, bm, bn)]['cycles']:.1f}" for n, _ in EIGHT_WARPS if (n, bm, bn) in results)
+        log(f"num_warps=8 {bm}x{bn}: {cells or 'not measured'}")
     log(f"done in {time.time() - t_start:.0f} s, {len(table.rows)} rows")
     log_f.close()
     return 0
