@@ -77,6 +77,10 @@ def test_names_are_case_insensitive_and_paths_load(tmp_path):
     ("base: C16V32\nname: x\npipelines:\n  exp:\n    issue_share: 0.5\n",
      r"pipelines\.exp\.issue_share applies only with shares_issue_with"),
     ("base: H100-SXM\nname: x\npipelines:\n  exp:\n    issue_share: 0\n", r"issue_share"),
+    ("base: H100-SXM\nname: x\nchip:\n  l2:\n    unpipelined_bytes_per_cycle: 0\n",
+     r"chip\.l2\.unpipelined_bytes_per_cycle: Input should be greater than 0"),
+    ("base: H100-SXM\nname: x\nchip:\n  l2:\n    unpipelined_bytes_per_cycle: .nan\n",
+     r"chip\.l2\.unpipelined_bytes_per_cycle"),
     ("base: C16V32\nname: x\npipelines:\n  exp:\n    shares_issue_with: exp\n",
      r"pipelines\.exp\.shares_issue_with must name another pipeline"),
     ("base: C16V32\nname: x\npipelines:\n  exp:\n    shares_issue_with: vector\n  cube:\n"

@@ -29,8 +29,9 @@ Chip-level figures:
 - Each launch adds the chip's ``launch_overhead_us`` (a microbenchmark figure) to the latency.
 - A kernel whose key loop is not software-pipelined when it carries a block test (``Kernel.skip_loop_pipelined``
   false; a trace with skip tests) has its units timed in program order per stream (``in_order_core``): each K/V
-  load waits out the L2 latency and moves its bytes at the core's share of the L2 bandwidth (L2, not HBM: a head's
-  K/V tiles are read by all its query blocks and mostly hit), then the tile's compute runs, then the next load.
+  load waits out the L2 latency and moves its bytes at what one core's loads get from the L2 in such a loop (L2, not
+  HBM: a head's K/V tiles are read by all its query blocks and mostly hit; a decode's long K/V, read once, is priced
+  the same), then the tile's compute runs, then the next load.
 - A kernel with no ``kernel_tuning`` entry runs its matmuls at the chip's microbenchmark ceiling for its
   MMA path (``mma_efficiency``), or at the datasheet rate where none is given.
 - A launch with splits > 1 adds a combine launch after the main one: each CTA
@@ -259,12 +260,13 @@ def tile_core(core: HardwareConfig, rule: TileRule) -> HardwareConfig:
 def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, streams: int) -> HardwareConfig:
     """The core as a loop that is not software-pipelined runs: every op of a stream after the one before it (all
     roles take turns within each row), and each memory pipe dealt by row, one unit per stream, whose copies wait out
-    the L2 latency and move at the core's share of the L2 bandwidth (and no faster than the pipe), shared by the
-    streams (by those resident, when its unit timing says ``resident_memory``)."""
+    the L2 latency and move at what one core's loads get from the L2 in such a loop (``l2.unpipelined_bytes_per_cycle``,
+    measured; else the core's share of the L2 bandwidth) and no faster than the pipe, shared by the streams (by those
+    resident, when its unit timing says ``resident_memory``)."""
     if chip.l2 is None:
         raise VfasimError(f"{core.name}: a loop that is not software-pipelined is timed with the chip's L2 latency "
                           "and bandwidth, and its chip section gives no l2")
-    share = chip.bytes_per_cycle(chip.l2, clock_ghz) / chip.cores
+    share = chip.l2.unpipelined_bytes_per_cycle or chip.bytes_per_cycle(chip.l2, clock_ghz) / chip.cores
     pipes = _dealt_by_stream(core, "memory", streams, "a loop that is not software-pipelined")
     for name, p in core.pipelines.items():
         if p.role == "memory":

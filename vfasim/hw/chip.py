@@ -57,6 +57,11 @@ class HbmSpec(MemorySpec):
 class L2Spec(MemorySpec):
     capacity_bytes: int = Field(strict=True, gt=0, le=MAX_BYTES,
                                 description="Bytes the L2 holds for reuse across work units")
+    unpipelined_bytes_per_cycle: float | None = Field(
+        default=None, strict=True, gt=0, le=1e9, allow_inf_nan=False,
+        description="What one core's loads get from the L2 in a loop that is not software-pipelined (each load "
+                    "issued in the iteration that uses it), every core loading, bytes per core cycle; absent: the "
+                    "core's share of bandwidth_gb_per_s")
 
 
 class CoreLimits(_Strict):
