@@ -39,6 +39,21 @@ MODES = {"fa2": 0, "vfa": 1, "vsa": 2, "dots": 3}
 
 
 @triton.jit
+def _globaltimer():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _clock64():
+    return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _smid():
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
 def _visit(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, stride_vd, j, qpos, row_valid,
            N_K, causal, qk_scale, log2_lam,
            BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, EXACT: tl.constexpr,
@@ -157,9 +172,13 @@ def attn_fwd(Q, K, V, KR, O, qk_scale, log2_lam,
              sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, svd, sob, soh, son, srb, srh, srn,
              H, GROUP, N_Q, N_K, causal,
              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MODE: tl.constexpr,
-             R_CHUNK: tl.constexpr, LOOP: tl.constexpr = 1, V_UNMASKED: tl.constexpr = False):
+             R_CHUNK: tl.constexpr, LOOP: tl.constexpr = 1, V_UNMASKED: tl.constexpr = False, ST=None,
+             STAMP: tl.constexpr = False):
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
+    if STAMP:  # harness/dispatch.py: when each program ran, where, and for how many SM cycles
+        t_start = _globaltimer()
+        c_start = _clock64()
     b = pid_bh // H
     h = pid_bh % H
     hk = h // GROUP
@@ -243,6 +262,13 @@ def attn_fwd(Q, K, V, KR, O, qk_scale, log2_lam,
         out = acc / l_i[:, None]
     o_ptrs = O + b.to(tl.int64) * sob + h * soh + offs_m[:, None] * son + offs_d[None, :]
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_valid[:, None])
+    if STAMP:  # (SM, start, end, SM cycles) of this program; the end after its O store is issued
+        c_end = _clock64()
+        slot = ST + (pid_bh.to(tl.int64) * tl.num_programs(0) + pid_m) * 4
+        tl.store(slot, _smid().to(tl.int64))
+        tl.store(slot + 1, t_start)
+        tl.store(slot + 2, _globaltimer())
+        tl.store(slot + 3, c_end - c_start)
 
 
 @triton.jit(do_not_specialize=["HKV", "N_K"])
@@ -301,8 +327,10 @@ def _v_padded(v, block_n: int) -> bool:
 
 
 def attention(q, k, v, causal: bool, mode: str, out=None, kr=None, lam: float = 1e-3,
-              config: tuple[int, int, int, int] | None = None, loop: int | None = None):
-    """Run one forward attention call; for vfa/vsa ``kr`` (from ``krepr``) must be given."""
+              config: tuple[int, int, int, int] | None = None, loop: int | None = None, stamps=None):
+    """Run one forward attention call; for vfa/vsa ``kr`` (from ``krepr``) must be given. ``stamps``: an int64
+    tensor of 4 per program (grid order, the query block fastest) that receives each program's SM, its
+    ``%globaltimer`` at start and end (ns) and the SM cycles (``%clock64``) between them."""
     import math
 
     import torch
@@ -323,6 +351,6 @@ def attention(q, k, v, causal: bool, mode: str, out=None, kr=None, lam: float = 
                    v.stride(0), v.stride(1), v.stride(2), v.stride(3), out.stride(0), out.stride(1), out.stride(2),
                    r.stride(0), r.stride(1), r.stride(2), H, H // HKV, NQ, NK, int(bool(causal)),
                    HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, MODE=m, R_CHUNK=R_CHUNK,
-                   LOOP=VFA_LOOP if loop is None else loop, V_UNMASKED=_v_padded(v, bn), num_warps=warps,
-                   num_stages=stages)
+                   LOOP=VFA_LOOP if loop is None else loop, V_UNMASKED=_v_padded(v, bn),
+                   ST=stamps, STAMP=stamps is not None, num_warps=warps, num_stages=stages)
     return out

@@ -241,6 +241,26 @@ def test_the_units_table_keeps_the_cta_count_at_every_length(gpu):
     assert {int(r["heads"]) * int(r["seq_len"]) // 128 for r in rows} == {1056}
 
 
+def test_the_dispatch_table_has_one_stamped_row_per_program_of_every_case():
+    """validation/dispatch_h100_2026_11: each case's programs, each once, on an SM, ending after it starts."""
+    folder = ROOT / "validation" / "dispatch_h100_2026_11"
+    with (folder / "programs.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    with (folder / "calls.csv").open(newline="") as f:
+        calls = {r["case"]: int(r["programs"]) for r in csv.DictReader(f)}
+    by_case: dict[str, set] = {}
+    for r in rows:
+        assert 0 <= int(r["sm"]) < 132 and 0 <= int(r["start_ns"]) < int(r["end_ns"]) and int(r["sm_cycles"]) > 0
+        by_case.setdefault(r["case"], set()).add((int(r["pid_m"]), int(r["pid_bh"])))
+    assert {c: len(p) for c, p in by_case.items()} == calls
+    for case, programs in by_case.items():
+        first = next(r for r in rows if r["case"] == case)
+        n_m = -(-int(first["seq_len"]) // 128)
+        assert programs == {(m, bh) for m in range(n_m) for bh in range(int(first["batch"]) * int(first["heads"]))}
+    for name in ("programs.yaml", "calls.yaml"):
+        assert "finished: true" in (folder / name).read_text()
+
+
 def test_ncu_table_joins_the_raw_page_with_the_probe_manifest(tmp_path):
     from harness import ncu_table
     folder = ROOT / "validation" / "ncu_vsa_h100_2026_11"
@@ -255,7 +275,7 @@ def test_ncu_table_joins_the_raw_page_with_the_probe_manifest(tmp_path):
 
 
 def test_the_gpu_side_tools_answer_help_without_torch():
-    for module in ("harness.sustained", "harness.ncu_table", "harness.asm_dump", "harness.probe"):
+    for module in ("harness.sustained", "harness.ncu_table", "harness.asm_dump", "harness.probe", "harness.dispatch"):
         code = (f"import sys, runpy; sys.argv = ['{module}', '--help']\n"
                 f"try:\n    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit as e:\n"
                 f"    assert e.code == 0, e.code\nassert 'torch' not in sys.modules and 'triton' not in sys.modules")

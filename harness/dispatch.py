@@ -1,0 +1,143 @@
+"""When and where each program of the Triton attention kernel runs: dispatch order, time per program, the tail.
+
+Usage on the GPU machine (repository root)::
+
+    python3 -m harness.dispatch --out DIR [--quick]
+
+Each case (fp16, ``harness/kernels.py`` ``attn_fwd`` with the campaigns' tiles, the FA3 paper's shapes of 16K
+tokens at batch 1 and 4K at batch 4, causal and not; FA2 at head dims 64, 128 and 256, VFA's attention kernel at
+256) is first timed as the campaigns time a call (``harness.bench.Timer``: L2 flushed, a sleep kernel before,
+CUDA events, median), then called ``--calls`` times with stamps: every program writes its SM (``%smid``) and
+``%globaltimer`` (and ``%clock64``) at its start and after its O store is issued (``kernels.attention(stamps=...)``; without stamps
+the kernel compiles as before: the stamping code is a compile-time branch).
+
+Output (``--out DIR``): ``programs.csv`` (the first stamped call of each case, a row per program: case, mode,
+causal, head_dim, seq_len, batch, heads, pid_m, pid_bh, sm, start_ns, end_ns, times from the call's first start,
+and sm_cycles, the ``%clock64`` cycles between the same two points: their ratio is the SM's clock over the program),
+``calls.csv`` (per case: the timed median and spread, and each stamped call's span from first start to last end),
+their provenance sidecars, ``log.txt``, ``command.txt``, ``clocks_trace.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+#: (mode, head_dim, seq_len, batch, heads): FA3-regime shapes (heads x head dim = 2048, batch x seq = 16K)
+CASES = tuple(("fa2", d, 16384, 1, 2048 // d) for d in (64, 128, 256)) + (("vfa", 256, 16384, 1, 8),) + \
+    tuple(("fa2", d, 4096, 4, 2048 // d) for d in (128, 256))
+QUICK = (("fa2", 256, 4096, 4, 8),)
+PROGRAM_COLUMNS = ["case", "mode", "causal", "head_dim", "seq_len", "batch", "heads", "pid_m", "pid_bh", "sm",
+                   "start_ns", "end_ns", "sm_cycles"]
+
+
+def stamped(q, k, v, causal: bool, mode: str, kr, n_programs: int):
+    """One call with stamps: an int64 array [programs, 4] of (SM, start, end, SM cycles), times from the first
+    start."""
+    import torch
+
+    from harness import kernels
+
+    st = torch.full((n_programs * 4,), -1, dtype=torch.int64, device="cuda")
+    kernels.attention(q, k, v, causal, mode, kr=kr, stamps=st)
+    torch.cuda.synchronize()
+    out = st.view(n_programs, 4).cpu().numpy()
+    if (out < 0).any():
+        raise RuntimeError("a program wrote no stamp")
+    out[:, 1:3] -= out[:, 1].min()
+    return out
+
+
+def run_case(i: int, spec: tuple, causal: bool, timer, calls: int) -> tuple[list[dict], dict]:
+    import torch
+
+    from harness import kernels
+    from harness.attention import Case, Inputs
+
+    mode, d, n, b, h = spec
+    q, k, v = Inputs(Case(b, h, h, n, n, d, causal, "dispatch"), 4000 + i).get("fp16")
+    bm, bn = kernels.config_for(d, n)[:2]
+    kr = kernels.krepr(k, bn) if mode == "vfa" else None
+    timing = timer.time(lambda: kernels.attention(q, k, v, causal, mode, kr=kr))
+    n_m = -(-n // bm)
+    spans, first = [], None
+    for _ in range(calls):
+        st = stamped(q, k, v, causal, mode, kr, n_m * b * h)
+        spans.append(int(st[:, 2].max()))
+        first = st if first is None else first
+    label = f"{mode}_d{d}_s{n}_b{b}_{'causal' if causal else 'full'}"
+    rows = [{"case": label, "mode": mode, "causal": str(causal).lower(), "head_dim": d, "seq_len": n, "batch": b,
+             "heads": h, "pid_m": p % n_m, "pid_bh": p // n_m, "sm": int(sm), "start_ns": int(t0), "end_ns": int(t1),
+             "sm_cycles": int(c)} for p, (sm, t0, t1, c) in enumerate(first)]
+    call = {"case": label, "programs": len(rows), "timed_median_us": round(timing.median_us, 3),
+            "timed_spread_pct": round(timing.spread_pct, 2), "timed_reps": timing.reps,
+            "stamped_spans_us": " ".join(f"{s / 1000:.3f}" for s in spans)}
+    del q, k, v, kr
+    torch.cuda.empty_cache()
+    return rows, call
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv if argv is None else argv
+    ap = argparse.ArgumentParser(prog="python -m harness.dispatch", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="folder for programs.csv, calls.csv and the rest (created)")
+    ap.add_argument("--quick", action="store_true", help="one small case (smoke run)")
+    ap.add_argument("--calls", type=int, default=3, help="stamped calls per case (default 3)")
+    a = ap.parse_args(argv[1:])
+    if a.calls < 1:
+        ap.error("--calls must be at least 1")
+    import torch
+
+    from harness import kernels
+    from harness.bench import ClockSampler, Timer, provenance
+    from harness.rows import write_rows, write_sidecar
+
+    os.makedirs(a.out, exist_ok=True)
+    t_start = time.time()
+    command = " ".join(["python", "-m", "harness.dispatch", *argv[1:]])
+    with open(os.path.join(a.out, "command.txt"), "w") as f:
+        f.write(command + "\n")
+    log_f = open(os.path.join(a.out, "log.txt"), "w")
+
+    def log(msg: str) -> None:
+        line = f"[{time.time() - t_start:6.1f}s] {msg}"
+        print(line, flush=True)
+        log_f.write(line + "\n")
+
+    if not torch.cuda.is_available():
+        log("no CUDA device")
+        return 1
+    kernels.CONFIGS.update({64: (128, 64, 8, 3), 128: (128, 128, 8, 3), 256: (128, 64, 8, 2)})
+    clocks = ClockSampler(os.path.join(a.out, "clocks_trace.txt"))
+    note = {"method": "each program's %smid and %globaltimer (ns) at its start and after its O store; timed "
+                      "median: harness.bench.Timer (L2 flushed, sleep kernel, CUDA events)",
+            "tiles": "64=128,64,8,3;128=128,128,8,3;256=128,64,8,2 (BLOCK_M, BLOCK_N, warps, stages), as the "
+                     "campaigns", "stamped_calls": a.calls, "inputs": "standard normal fp16 (seeded)"}
+    base = provenance(argv, note, {"quick": a.quick})
+    base["command"] = command
+    log(f"device {base['gpu']}, {base['sm_count']} SMs; driver {base['driver']}, torch {base['torch']}, "
+        f"triton {base['triton']}")
+    timer = Timer()
+    programs, calls = [], []
+    for i, spec in enumerate(QUICK if a.quick else CASES):
+        for causal in (False, True):
+            rows, call = run_case(2 * i + causal, spec, causal, timer, a.calls)
+            programs += rows
+            calls.append(call)
+            log(f"{call['case']}: {call['programs']} programs, timed {call['timed_median_us']} us, stamped spans "
+                f"{call['stamped_spans_us']} us")
+    clocks.stop()
+    for name, rows, cols in (("programs.csv", programs, PROGRAM_COLUMNS), ("calls.csv", calls, None)):
+        path = os.path.join(a.out, name)
+        write_rows(path, rows, cols)
+        write_sidecar(path, {"table": name, **base, "finished": True, "rows": len(rows),
+                             "elapsed_s": round(time.time() - t_start, 1)})
+    log(f"done in {time.time() - t_start:.0f} s")
+    log_f.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
