@@ -44,7 +44,7 @@ def _globaltimer():
 
 
 @triton.jit
-def _clock64():
+def _clock():
     return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
 
 
@@ -178,7 +178,7 @@ def attn_fwd(Q, K, V, KR, O, qk_scale, log2_lam,
     pid_bh = tl.program_id(1)
     if STAMP:  # harness/dispatch.py: when each program ran, where, and for how many SM cycles
         t_start = _globaltimer()
-        c_start = _clock64()
+        c_start = _clock()
     b = pid_bh // H
     h = pid_bh % H
     hk = h // GROUP
@@ -263,7 +263,7 @@ def attn_fwd(Q, K, V, KR, O, qk_scale, log2_lam,
     o_ptrs = O + b.to(tl.int64) * sob + h * soh + offs_m[:, None] * son + offs_d[None, :]
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_valid[:, None])
     if STAMP:  # (SM, start, end, SM cycles) of this program; the end after its O store is issued
-        c_end = _clock64()
+        c_end = _clock()
         slot = ST + (pid_bh.to(tl.int64) * tl.num_programs(0) + pid_m) * 4
         tl.store(slot, _smid().to(tl.int64))
         tl.store(slot + 1, t_start)
