@@ -30,6 +30,17 @@ def test_every_number_says_where_it_comes_from(path):
             assert "source:" in comment or "assumed, because" in comment or fitted, f"{path.name}:{lineno}: {line}"
 
 
+@pytest.mark.parametrize("path", sorted([*CONFIG_DIR.glob("*.yaml"), *(CONFIG_DIR.parent / "kernels").glob("*.yaml")]),
+                         ids=lambda p: p.name)
+def test_every_measurement_a_source_names_is_in_the_repository(path):
+    # a source that cites validation/<folder>/<file> points at a committed file (a renamed campaign folder would
+    # otherwise leave its numbers citing nothing)
+    root = CONFIG_DIR.resolve().parent
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        for cited in re.findall(r"validation/[\w.-]+(?:/[\w.-]+\.(?:csv|yaml|md|txt))?", line.partition("#")[2]):
+            assert (root / cited).exists(), f"{path.name}:{lineno} cites {cited}, which is not in the repository"
+
+
 def test_paper_ratios_are_encoded_as_given():
     hw = load_hw("C16V32")
     cube, vec, exp = (hw.pipelines[p].throughput for p in ("cube", "vector", "exp"))
