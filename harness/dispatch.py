@@ -6,7 +6,8 @@ Usage on the GPU machine (repository root)::
 
 Each case (fp16, ``harness/kernels.py`` ``attn_fwd`` with the campaigns' tiles, the FA3 paper's shapes of 16K
 tokens at batch 1 and 4K at batch 4, causal and not; FA2 at head dims 64, 128 and 256, VFA's attention kernel at
-256) is first timed as the campaigns time a call (``harness.bench.Timer``: L2 flushed, a sleep kernel before,
+256; and FA2 at 64 and 256, 16K tokens, with each program walking its key blocks from its own starting block, so
+the programs of a wave do not read the same K/V tile at the same time) is first timed as the campaigns time a call (``harness.bench.Timer``: L2 flushed, a sleep kernel before,
 CUDA events, median), then called ``--calls`` times with stamps: every program writes its SM (``%smid``) and
 ``%globaltimer`` (and ``%clock64``) at its start and after its O store is issued (``kernels.attention(stamps=...)``; without stamps
 the kernel compiles as before: the stamping code is a compile-time branch).
@@ -25,15 +26,17 @@ import os
 import sys
 import time
 
-#: (mode, head_dim, seq_len, batch, heads): FA3-regime shapes (heads x head dim = 2048, batch x seq = 16K)
-CASES = tuple(("fa2", d, 16384, 1, 2048 // d) for d in (64, 128, 256)) + (("vfa", 256, 16384, 1, 8),) + \
-    tuple(("fa2", d, 4096, 4, 2048 // d) for d in (128, 256))
-QUICK = (("fa2", 256, 4096, 4, 8),)
+#: (mode, head_dim, seq_len, batch, heads, rotate): FA3-regime shapes (heads x head dim = 2048, batch x seq = 16K);
+#: rotate: each program walks its unmasked key blocks from its own starting block (``kernels.attention``)
+CASES = tuple(("fa2", d, 16384, 1, 2048 // d, False) for d in (64, 128, 256)) + (("vfa", 256, 16384, 1, 8, False),) \
+    + tuple(("fa2", d, 4096, 4, 2048 // d, False) for d in (128, 256)) \
+    + tuple(("fa2", d, 16384, 1, 2048 // d, True) for d in (64, 256))
+QUICK = (("fa2", 256, 4096, 4, 8, False), ("fa2", 256, 4096, 4, 8, True))
 PROGRAM_COLUMNS = ["case", "mode", "causal", "head_dim", "seq_len", "batch", "heads", "pid_m", "pid_bh", "sm",
                    "start_ns", "end_ns", "sm_cycles"]
 
 
-def stamped(q, k, v, causal: bool, mode: str, kr, n_programs: int):
+def stamped(q, k, v, causal: bool, mode: str, kr, n_programs: int, rotate: bool):
     """One call with stamps: an int64 array [programs, 4] of (SM, start, end, SM cycles), times from the first
     start."""
     import torch
@@ -41,7 +44,7 @@ def stamped(q, k, v, causal: bool, mode: str, kr, n_programs: int):
     from harness import kernels
 
     st = torch.full((n_programs * 4,), -1, dtype=torch.int64, device="cuda")
-    kernels.attention(q, k, v, causal, mode, kr=kr, stamps=st)
+    kernels.attention(q, k, v, causal, mode, kr=kr, stamps=st, rotate=rotate)
     torch.cuda.synchronize()
     out = st.view(n_programs, 4).cpu().numpy()
     if (out < 0).any():
@@ -56,24 +59,32 @@ def run_case(i: int, spec: tuple, causal: bool, timer, calls: int) -> tuple[list
     from harness import kernels
     from harness.attention import Case, Inputs
 
-    mode, d, n, b, h = spec
+    mode, d, n, b, h, rotate = spec
     q, k, v = Inputs(Case(b, h, h, n, n, d, causal, "dispatch"), 4000 + i).get("fp16")
     bm, bn = kernels.config_for(d, n)[:2]
     kr = kernels.krepr(k, bn) if mode == "vfa" else None
-    timing = timer.time(lambda: kernels.attention(q, k, v, causal, mode, kr=kr))
+    timing = timer.time(lambda: kernels.attention(q, k, v, causal, mode, kr=kr, rotate=rotate))
+    change = 0.0
+    if rotate:  # the same blocks in another order: the output moves by rounding only
+        ref = kernels.attention(q, k, v, causal, mode, kr=kr).float()
+        change = float((kernels.attention(q, k, v, causal, mode, kr=kr, rotate=True).float() - ref).abs().max()
+                       / ref.abs().max())
     n_m = -(-n // bm)
     spans, first = [], None
     for _ in range(calls):
-        st = stamped(q, k, v, causal, mode, kr, n_m * b * h)
+        st = stamped(q, k, v, causal, mode, kr, n_m * b * h, rotate)
         spans.append(int(st[:, 2].max()))
         first = st if first is None else first
-    label = f"{mode}_d{d}_s{n}_b{b}_{'causal' if causal else 'full'}"
+    label = f"{mode}{'_rotated' if rotate else ''}_d{d}_s{n}_b{b}_{'causal' if causal else 'full'}"
     rows = [{"case": label, "mode": mode, "causal": str(causal).lower(), "head_dim": d, "seq_len": n, "batch": b,
              "heads": h, "pid_m": p % n_m, "pid_bh": p // n_m, "sm": int(sm), "start_ns": int(t0), "end_ns": int(t1),
              "sm_cycles": int(c)} for p, (sm, t0, t1, c) in enumerate(first)]
     call = {"case": label, "programs": len(rows), "timed_median_us": round(timing.median_us, 3),
             "timed_spread_pct": round(timing.spread_pct, 2), "timed_reps": timing.reps,
-            "stamped_spans_us": " ".join(f"{s / 1000:.3f}" for s in spans)}
+            "stamped_spans_us": " ".join(f"{s / 1000:.3f}" for s in spans),
+            "rotated_max_change": f"{change:.2e}" if rotate else ""}
+    if change > 1e-2:
+        raise RuntimeError(f"{label}: the rotated walk changed the output by {change:.2e} of its largest value")
     del q, k, v, kr
     torch.cuda.empty_cache()
     return rows, call

@@ -173,7 +173,7 @@ def attn_fwd(Q, K, V, KR, O, qk_scale, log2_lam,
              H, GROUP, N_Q, N_K, causal,
              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MODE: tl.constexpr,
              R_CHUNK: tl.constexpr, LOOP: tl.constexpr = 1, V_UNMASKED: tl.constexpr = False, ST=None,
-             STAMP: tl.constexpr = False):
+             STAMP: tl.constexpr = False, ROTATE: tl.constexpr = False):
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     if STAMP:  # harness/dispatch.py: when each program ran, where, and for how many SM cycles
@@ -205,7 +205,10 @@ def attn_fwd(Q, K, V, KR, O, qk_scale, log2_lam,
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     if MODE == 0 or MODE == 3:
         for j in range(0, n_full):
-            acc, l_i, m_i = _visit(acc, l_i, m_i, q, k_base, v_base, skn, svn, svd, j, qpos, row_valid,
+            jj = j
+            if ROTATE:  # harness/dispatch.py: each program walks its unmasked blocks from its own starting block
+                jj = (j + pid_m * 7) % n_full
+            acc, l_i, m_i = _visit(acc, l_i, m_i, q, k_base, v_base, skn, svn, svd, jj, qpos, row_valid,
                                    N_K, causal, qk_scale, log2_lam, BLOCK_N, HEAD_DIM, False, True, False,
                                    MODE == 3)
         for j in range(n_full, n_vis):
@@ -327,10 +330,13 @@ def _v_padded(v, block_n: int) -> bool:
 
 
 def attention(q, k, v, causal: bool, mode: str, out=None, kr=None, lam: float = 1e-3,
-              config: tuple[int, int, int, int] | None = None, loop: int | None = None, stamps=None):
+              config: tuple[int, int, int, int] | None = None, loop: int | None = None, stamps=None,
+              rotate: bool = False):
     """Run one forward attention call; for vfa/vsa ``kr`` (from ``krepr``) must be given. ``stamps``: an int64
     tensor of 4 per program (grid order, the query block fastest) that receives each program's SM, its
-    ``%globaltimer`` at start and end (ns) and the SM cycles (``%clock64``) between them."""
+    ``%globaltimer`` at start and end (ns) and the SM cycles (``%clock64``) between them. ``rotate`` (fa2 and dots):
+    program ``pid_m`` walks its unmasked key blocks starting from block ``7 * pid_m mod n`` (the same blocks, in
+    another order: the result differs by rounding only)."""
     import math
 
     import torch
@@ -352,5 +358,5 @@ def attention(q, k, v, causal: bool, mode: str, out=None, kr=None, lam: float = 
                    r.stride(0), r.stride(1), r.stride(2), H, H // HKV, NQ, NK, int(bool(causal)),
                    HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, MODE=m, R_CHUNK=R_CHUNK,
                    LOOP=VFA_LOOP if loop is None else loop, V_UNMASKED=_v_padded(v, bn),
-                   ST=stamps, STAMP=stamps is not None, num_warps=warps, num_stages=stages)
+                   ST=stamps, STAMP=stamps is not None, ROTATE=rotate, num_warps=warps, num_stages=stages)
     return out
