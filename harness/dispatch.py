@@ -7,10 +7,11 @@ Usage on the GPU machine (repository root)::
 Each case (fp16, ``harness/kernels.py`` ``attn_fwd`` with the campaigns' tiles, the FA3 paper's shapes of 16K
 tokens at batch 1 and 4K at batch 4, causal and not; FA2 at head dims 64, 128 and 256, VFA's attention kernel at
 256; and FA2 at 64 and 256, 16K tokens, with each program walking its key blocks from its own starting block, so
-the programs of a wave do not read the same K/V tile at the same time) is first timed as the campaigns time a call (``harness.bench.Timer``: L2 flushed, a sleep kernel before,
-CUDA events, median), then called ``--calls`` times with stamps: every program writes its SM (``%smid``) and
-``%globaltimer`` (and ``%clock64``) at its start and after its O store is issued (``kernels.attention(stamps=...)``; without stamps
-the kernel compiles as before: the stamping code is a compile-time branch).
+the programs of a wave do not read the same K/V tile at the same time) is first timed as the campaigns time a call
+(``harness.bench.Timer``: L2 flushed, a sleep kernel before, CUDA events, median), then called ``--calls`` times
+with stamps: every program writes its SM (``%smid``), ``%globaltimer`` at its start and after its O store is issued,
+and the ``%clock64`` cycles between the two (``kernels.attention(stamps=...)``; without stamps the kernel compiles
+as before: the stamping code is a compile-time branch).
 
 Output (``--out DIR``): ``programs.csv`` (the first stamped call of each case, a row per program: case, mode,
 causal, head_dim, seq_len, batch, heads, pid_m, pid_bh, sm, start_ns, end_ns, times from the call's first start,

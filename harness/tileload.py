@@ -10,8 +10,9 @@ loop: its loads are plain ``tt.load`` s issued in the iteration that uses them).
 tile of [BN, D] elements of B bytes (2: fp16; 1: fp8's size, loaded and folded as [BN, D / 2] fp16 pairs, the same
 bytes: a first run folding int8 elements was bound by the fold, its L1 control 2947 cycles at 128 x 128) of block
 ``t = (i + 7 * pid) mod NT`` and folds each into a running element-wise maximum of its own (one packed max per two
-fp16 elements), so the next iteration's loads issue only after this iteration's data has arrived. The buffer (NT blocks of K and of V, 8 MiB each) is read
-once before the timed launches, so it sits in the L2 (50 MiB on an H100); loads use ``.cg`` (L2, not L1).
+fp16 elements), so the next iteration's loads issue only after this iteration's data has arrived. The buffer (NT
+blocks of K and of V, 8 MiB each) is read once before the timed launches, so it sits in the L2 (50 MiB on an H100);
+loads use ``.cg`` (L2, not L1).
 
 The control (``l1``) runs the same loop on one block (NT = 1, a run-time value, so nothing leaves the loop) loaded
 with ``.ca``: the tile comes from the L1, and the iteration costs the loop, the folds and the L1 trip. ``l2`` less
@@ -160,9 +161,11 @@ def main(argv: list[str] | None = None) -> int:
             r = measure(bn, d, nbytes, programs, level, steps, reps)
             name = f"tileload_{level}_bn{bn}_d{d}_{nbytes}byte_{programs}cta_cycles"
             per_iter = 2 * bn * d * nbytes
+            source = f"L2 (.cg), buffer of {BUFFER_BYTES >> 20} MiB each" if level == "l2" else \
+                "L1 control (.ca, one block)"
             table.add({"name": name, "value": r["cycles"], "unit": "cycles per iteration",
                        "notes": f"{programs} programs of {WARPS} warps; {per_iter} bytes per iteration (K and V "
-                                f"tiles {bn}x{d}, {nbytes} byte); {'L2 (.cg), buffer of ' + str(BUFFER_BYTES >> 20) + ' MiB each' if level == 'l2' else 'L1 control (.ca, one block)'}; "
+                                f"tiles {bn}x{d}, {nbytes} byte); {source}; "
                                 f"spread {r['spread_pct']:.1f}%, slope {r['slope']:.1f}; {r['regs']} registers, "
                                 f"{r['spills']} spills; {r['ptx']}"}, flush=True)
             log(f"{name}: {r['cycles']:.0f} (spread {r['spread_pct']:.1f}%, slope {r['slope']:.0f})")
