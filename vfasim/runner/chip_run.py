@@ -41,10 +41,11 @@ from vfasim.reuse import cached
 from vfasim.sim import busiest_stream
 from vfasim.runner.inputs import check_chip_plan
 from vfasim.runner.options import Options
-from vfasim.runner.prepare import engine_precision, numerics_block, prepare, run_workload
+from vfasim.runner.prepare import checked_queries, engine_precision, numerics_block, prepare, run_workload
 from vfasim.runner.spec import RunInputs
 from vfasim.trace import KIND_CODE as OP_CODES
 from vfasim.trace import OP_KINDS, Trace
+from vfasim.workloads import random_qk
 
 
 SHARE_CLASSES = ("tensor", "vector", "exp")
@@ -237,10 +238,22 @@ def _engine_trace(t: Tiling, policy: Policy, precision: Precision, seed: int, wo
                   queries: int, packed: int, lam: float, o_in_place: bool, v_before_skip_test: bool) -> Trace:
     """The engine's trace of ``t``'s heads (each row of a head holds ``packed`` query heads) on ``workload``'s
     data, drawn with ``seed``."""
-    wl = run_workload(None, workload, t.kv_len, t.head_dim, t.heads * packed, t.kv_heads, seed, decode, queries)
-    q = wl.q.reshape(t.heads, -1, wl.q.shape[-1])  # a group's query heads are adjacent
-    return engine_trace(q, wl.k, wl.v, t, policy, precision, lam, decode=decode, o_in_place=o_in_place,
-                        v_before_skip_test=v_before_skip_test)
+    q, k = _queries_keys(workload, t, packed, seed, decode, queries)
+    q = q.reshape(t.heads, -1, q.shape[-1])  # a group's query heads are adjacent
+    return engine_trace(q, k, k, t, policy, precision, lam, decode=decode, o_in_place=o_in_place,
+                        v_before_skip_test=v_before_skip_test)  # an engine trace reads no V: K stands in
+
+
+def _queries_keys(workload: str, t: Tiling, packed: int, seed: int, decode: bool, queries: int) \
+        -> tuple[np.ndarray, np.ndarray]:
+    """The Q (a decode step's queries alone) and K of ``workload``'s data for ``t``; the random workload (the
+    harness's inputs) drawn without its V and without holding Q whole (``random_qk``: the same values)."""
+    heads = t.heads * packed
+    if workload != "random":
+        wl = run_workload(None, workload, t.kv_len, t.head_dim, heads, t.kv_heads, seed, decode, queries)
+        return wl.q, wl.k
+    rows = checked_queries(queries, t.kv_len) if decode else t.kv_len
+    return random_qk(t.kv_len, t.head_dim, heads, seed, t.kv_heads, rows)
 
 
 def _predicated(trace: Trace, valid: int, rows: int) -> Trace:
