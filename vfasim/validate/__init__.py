@@ -264,8 +264,8 @@ def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs:
                   kernels: tuple[Kernel, ...] = ()) -> list[list[Prediction]]:
     """``predict_all`` on each tier's configs, in one pass.
 
-    Rows that can share a trace (``_shared_trace``: everything but batch and heads the same, and for an algorithm
-    whose trace is the data's, the chip and clock too) make one task, which predicts them on every tier inside one
+    Rows that can share a trace (``_shared_trace``: everything but batch and heads the same; for an algorithm
+    whose trace is the data's, chip and clock may differ too) make one task, which predicts them on every tier inside one
     ``reuse`` scope: their traces, unit layouts, unit timings and identical runs are made once
     (``tests/test_validate.py`` checks the predictions against runs without a scope)."""
     from vfasim.sweep.exec import compute  # the sweep's pool: workers ignore Ctrl-C and end with their parent
