@@ -118,6 +118,24 @@ def test_a_triton_vsa_row_runs_vsa_on_the_triton_kernel_on_the_harness_inputs(mo
     assert runs[0][0].ops["skip_test"] > 0 and alone.predicted < whole.predicted  # the latter without the pre-pass
 
 
+def test_a_data_dependent_trace_is_made_once_for_both_tiers_and_chips(monkeypatch):
+    """A VSA row's engine trace (the data's) is one per scope: tier 2 reuses tier 1's, and the same launch on another
+    chip reuses it too (one task holds both), with the same predictions as each alone outside a scope."""
+    import vfasim.runner.chip_run as chip_run
+    from vfasim.validate import _shared_trace, chip_name, predict, predict_tiers, spec_only
+
+    rows = [r for r in load_rows() if r.kernel == "triton_vsa" and r.decode and modelled(r)]
+    same = [(a, b) for a in rows for b in rows if chip_name(a) < chip_name(b) and run_key(a)[1:] == run_key(b)[1:]]
+    pair = list(min(same, key=lambda ab: (ab[0].batch * ab[0].heads * ab[0].seq_len, ab[0].table)))
+    assert _shared_trace(pair[0], ()) == _shared_trace(pair[1], ())
+    tiers = [{}, {chip_name(r): spec_only(load_hw(chip_name(r))) for r in pair}]
+    calls, real = [], chip_run._engine_trace
+    monkeypatch.setattr(chip_run, "_engine_trace", lambda *a: calls.append(a) or real(*a))
+    scoped = predict_tiers(pair, tiers)
+    assert len(calls) == 1
+    assert scoped == [[predict(r, tier.get(chip_name(r))) for r in pair] for tier in tiers] and len(calls) == 5
+
+
 def test_a_planted_wrong_config_makes_the_error_grow():
     rows = [r for r in load_rows() if modelled(r) and r.chip == "H100-SXM5-80GB" and r.kernel == "fa3"
             and r.dtype == "fp16" and r.head_dim == 128 and r.seq_len in (1024, 2048)]

@@ -19,6 +19,7 @@ from vfasim.workloads import (
     fft_size,
     llm_like_workload,
     make_workload,
+    random_qk,
     random_workload,
 )
 
@@ -26,6 +27,13 @@ SEQ, DIM, BLOCK = 1024, 64, 128
 
 
 # ---------------------------------------------------------------- generators
+
+
+@pytest.mark.parametrize("queries", [1, 4, 37])
+def test_random_qk_draws_random_workloads_q_tail_and_k(queries):
+    wl = random_workload(37, 5, heads=6, seed=3, kv_heads=3)
+    q, k = random_qk(37, 5, 6, 3, 3, queries)
+    assert np.array_equal(q, wl.q[:, -queries:]) and np.array_equal(k, wl.k)
 
 
 def test_registry_names() -> None:

@@ -151,6 +151,20 @@ def random_workload(seq_len: int, head_dim: int, heads: int = 1, seed: int = 0,
     return Workload("random", q, k, v)
 
 
+def random_qk(seq_len: int, head_dim: int, heads: int, seed: int, kv_heads: int, queries: int) \
+        -> tuple[np.ndarray, np.ndarray]:
+    """``random_workload``'s Q at each head's last ``queries`` positions and its K, the same values, without its V
+    (drawn after them) and without holding Q whole: each head's Q is drawn into one buffer, in the same order."""
+    check_sizes(seq_len, head_dim, heads, seed)
+    kv_heads = check_groups(heads, kv_heads)
+    rng = np.random.default_rng(seed)
+    row = np.empty((seq_len, head_dim), np.float32)
+    q = np.empty((heads, queries, head_dim), np.float32)
+    for h in range(heads):
+        q[h] = rng.standard_normal(row.shape, dtype=np.float32, out=row)[seq_len - queries:]
+    return q, rng.standard_normal((kv_heads, seq_len, head_dim), dtype=np.float32)
+
+
 NONNEGATIVE_KNOBS: tuple[str, ...] = (
     "sink_tokens", "sink_key_strength", "sink_query_strength", "local_strength",
     "outlier_channels", "norm_sigma", "match_fraction", "match_gain", "key_offset_strength",

@@ -41,10 +41,11 @@ from vfasim.reuse import cached
 from vfasim.sim import busiest_stream
 from vfasim.runner.inputs import check_chip_plan
 from vfasim.runner.options import Options
-from vfasim.runner.prepare import engine_precision, numerics_block, prepare, run_workload
+from vfasim.runner.prepare import checked_queries, engine_precision, numerics_block, prepare, run_workload
 from vfasim.runner.spec import RunInputs
 from vfasim.trace import KIND_CODE as OP_CODES
 from vfasim.trace import OP_KINDS, Trace
+from vfasim.workloads import random_qk
 
 
 SHARE_CLASSES = ("tensor", "vector", "exp")
@@ -214,9 +215,9 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
     ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads. ``pad_to`` > 0 (a
     decode tile's rows): the trace computes whole tiles of that many rows, as the MMAs and the softmax of a real
     tile do whatever rows are valid (the engine pads the queries with zero rows, which its skip test leaves out).
-    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them. Inside a ``reuse`` scope the
-    representative trace is made once per key: its tiling, policy, precision, decode and O accumulation, everything
-    ``trace_only`` reads.
+    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them. Inside a ``reuse`` scope each trace is
+    made once per key: a representative trace per its tiling, policy, precision, decode and O accumulation,
+    everything ``trace_only`` reads; an engine trace per ``_engine_trace``'s arguments, everything it reads.
     """
     group = heads // kv_heads
     rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
@@ -227,12 +228,32 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
                        lambda: trace_only(padded, policy, precision, decode=decode, o_in_place=o_in_place))
         return _predicated(trace, tiling_args[0], rows), True
     n_heads, n_kv = (sample * representative_heads(group), sample) if sample else (heads * batch, kv_heads * batch)
-    wl = run_workload(None, workload, tiling_args[1], tiling_args[2], n_heads * packed, n_kv, seed, decode, queries)
-    q = wl.q.reshape(n_heads, -1, wl.q.shape[-1])  # a group's query heads are adjacent
     t = Tiling(*tiling_args[:3], pad_to or tiling_args[3], *tiling_args[4:], n_heads, n_kv)
-    trace = engine_trace(q, wl.k, wl.v, t, policy, precision, lam, decode=decode, o_in_place=o_in_place,
-                         v_before_skip_test=v_before_skip_test)
+    args = (t, policy, precision, seed, workload, decode, queries, packed, lam, o_in_place, v_before_skip_test)
+    trace = cached(("engine trace", *args[:2], repr(precision), *args[3:]), lambda: _engine_trace(*args))
     return _predicated(trace, tiling_args[0], rows), False
+
+
+def _engine_trace(t: Tiling, policy: Policy, precision: Precision, seed: int, workload: str, decode: bool,
+                  queries: int, packed: int, lam: float, o_in_place: bool, v_before_skip_test: bool) -> Trace:
+    """The engine's trace of ``t``'s heads (each row of a head holds ``packed`` query heads) on ``workload``'s
+    data, drawn with ``seed``."""
+    q, k = _queries_keys(workload, t, packed, seed, decode, queries)
+    q = q.reshape(t.heads, -1, q.shape[-1])  # a group's query heads are adjacent
+    return engine_trace(q, k, k, t, policy, precision, lam, decode=decode, o_in_place=o_in_place,
+                        v_before_skip_test=v_before_skip_test)  # an engine trace reads no V: K stands in
+
+
+def _queries_keys(workload: str, t: Tiling, packed: int, seed: int, decode: bool, queries: int) \
+        -> tuple[np.ndarray, np.ndarray]:
+    """The Q (a decode step's queries alone) and K of ``workload``'s data for ``t``; the random workload (the
+    harness's inputs) drawn without its V and without holding Q whole (``random_qk``: the same values)."""
+    heads = t.heads * packed
+    if workload != "random":
+        wl = run_workload(None, workload, t.kv_len, t.head_dim, heads, t.kv_heads, seed, decode, queries)
+        return wl.q, wl.k
+    rows = checked_queries(queries, t.kv_len) if decode else t.kv_len
+    return random_qk(t.kv_len, t.head_dim, heads, seed, t.kv_heads, rows)
 
 
 def _predicated(trace: Trace, valid: int, rows: int) -> Trace:

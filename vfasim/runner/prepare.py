@@ -128,12 +128,12 @@ def _unmade_tiling(name: str, seq_len: int, head_dim: int, block_q: int, block_k
                    kv_heads: int | None, seed: int, decode: bool, queries: int) -> Tiling:
     """The tiling ``prepare`` runs the generated workload on, its inputs checked as generating it would."""
     kv_heads = check_workload(name, seq_len, head_dim, heads, seed, kv_heads)
-    rows = _checked_queries(queries, seq_len) if decode else seq_len
+    rows = checked_queries(queries, seq_len) if decode else seq_len
     return Tiling(rows, seq_len, head_dim, min(block_q, rows) if decode else block_q, block_k, causal, heads,
                   kv_heads)
 
 
-def _checked_queries(queries: int, seq_len: int) -> int:
+def checked_queries(queries: int, seq_len: int) -> int:
     if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= seq_len:
         raise VfasimError(f"queries must be an integer in [1, {seq_len}], got {queries!r}")
     return queries
@@ -207,7 +207,7 @@ def run_workload(qkv: str | Path | None, name: str, seq_len: int, head_dim: int,
         wl = make_workload(name, seq_len, head_dim, heads, seed, kv_heads)
     if not decode:
         return wl
-    _checked_queries(queries, wl.seq_len)
+    checked_queries(queries, wl.seq_len)
     return Workload(wl.name, np.ascontiguousarray(wl.q[:, -queries:]), wl.k, wl.v)
 
 

@@ -264,9 +264,10 @@ def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs:
                   kernels: tuple[Kernel, ...] = ()) -> list[list[Prediction]]:
     """``predict_all`` on each tier's configs, in one pass.
 
-    Rows that can share a trace (``_shared_trace``: everything but batch and heads the same) make one task, which
-    predicts them on every tier inside one ``reuse`` scope: their traces, unit layouts, unit timings and identical
-    runs are made once (``tests/test_validate.py`` checks the predictions against runs without a scope)."""
+    Rows that can share a trace (``_shared_trace``: everything but batch and heads the same; for an algorithm
+    whose trace is the data's, chip and clock may differ too) make one task, which predicts them on every tier inside one
+    ``reuse`` scope: their traces, unit layouts, unit timings and identical runs are made once
+    (``tests/test_validate.py`` checks the predictions against runs without a scope)."""
     from vfasim.sweep.exec import compute  # the sweep's pool: workers ignore Ctrl-C and end with their parent
 
     chips = {chip_name(r) for r in rows}
@@ -276,7 +277,7 @@ def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs:
         groups.setdefault(_shared_trace(r, kernels), []).append(i)
     members = sorted(groups.values(), key=lambda idx: -sum(_units(rows[i]) + 256 for i in idx))  # longest first
     tasks = [([rows[i] for i in idx], [kernel_for(rows[i].kernel, kernels) for i in idx],
-              [tier[chip_name(rows[idx[0]])] for tier in configs]) for idx in members]
+              [[tier[chip_name(rows[i])] for i in idx] for tier in configs]) for idx in members]
     out: list[list[Prediction | None]] = [[None] * len(rows) for _ in tiers]
     for g, predictions in compute(_predict_group, tasks, [f"vfasim-rows-{g}" for g in range(len(tasks))], "local",
                                   max(jobs, 1), None):
@@ -287,11 +288,17 @@ def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs:
 
 
 def _shared_trace(row: Row, kernels: tuple[Kernel, ...]) -> tuple:
-    """What a row's trace can depend on: all its run's inputs but batch and heads (a task's grouping, not a key)."""
+    """What a row's trace can depend on (a task's grouping, not a key): all its run's inputs but batch and heads;
+    for an algorithm whose trace is the data's (the engine's, made once per its inputs), not the chip or clock
+    either, so that rows of two chips share it."""
+    from vfasim.functional import policy_for
+    from vfasim.functional.trace_only import data_independent
+
     k = kernel_for(row.kernel, kernels)
-    return (chip_name(row), row.clock_mhz, k.name if k is not None else row.kernel,
-            ROW_RUNS.get(row.kernel, ("fa2",))[0], FORMATS[row.dtype], row.head_dim, row.causal, row.seq_len,
-            row.seq_len_q, row.decode)
+    algo = ROW_RUNS.get(row.kernel, ("fa2",))[0]
+    where = (chip_name(row), row.clock_mhz) if data_independent(policy_for(algo)) else ()
+    return (*where, k.name if k is not None else row.kernel, algo, FORMATS[row.dtype], row.head_dim, row.causal,
+            row.seq_len, row.seq_len_q, row.decode)
 
 
 def _units(row: Row) -> int:
@@ -299,11 +306,11 @@ def _units(row: Row) -> int:
     return row.batch * row.heads * -(-row.seq_len_q // 128)
 
 
-def _predict_group(rows: list[Row], kernels: list[Kernel | None], configs: list[HardwareConfig]) \
+def _predict_group(rows: list[Row], kernels: list[Kernel | None], configs: list[list[HardwareConfig]]) \
         -> list[list[Prediction]]:
-    """One task of ``predict_tiers``: its rows on each config, in one ``reuse`` scope."""
+    """One task of ``predict_tiers``: its rows on each tier's configs (one a row), in one ``reuse`` scope."""
     with reuse():
-        return [[predict(r, c, k) for r, k in zip(rows, kernels)] for c in configs]
+        return [[predict(r, c, k) for r, k, c in zip(rows, kernels, tier)] for tier in configs]
 
 
 def subset(rows: list[Row], per_group: int | None) -> list[Row]:
