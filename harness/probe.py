@@ -33,14 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="", help="instead of the default Triton cases, 'mode:dtype:D,...' (mode fa2, "
                     "vfa, vsa or dots) on the same FA3-regime shapes (batch 4, 2048 / D heads, 4096 tokens, not "
                     "causal); 'mode:dtype:D:Q' runs Q query rows per head instead, on the chain phase's launch (132 "
-                    "heads of one K/V head, 16384 keys): Q of 16 or fewer is the decode tile")
+                    "heads of one K/V head, 16384 keys): Q of 16 or fewer is the decode tile; 'mode:dtype:D:full' and "
+                    "'mode:dtype:D:causal' run the FA3-regime shape of 16384 tokens at batch 1, without and with a "
+                    "causal mask")
     a = ap.parse_args(argv)
     cases = DEFAULT_CASES
     if a.cases:
         specs = [spec.split(":") for spec in a.cases.split(",")]
         if any(len(x) not in (3, 4) or x[0] not in ("fa2", "vfa", "vsa", "dots") for x in specs):
             ap.error(f"--cases: each case is mode:dtype:D[:Q] with mode fa2, vfa, vsa or dots: {a.cases}")
+        if any(len(x) == 4 and x[3] not in ("full", "causal") and not x[3].isdigit() for x in specs):
+            ap.error(f"--cases: a fourth field is a query count, full or causal: {a.cases}")
         cases = tuple((m, dt, int(d), False, 4, 2048 // int(d), 4096) if not q else
+                      (m, dt, int(d), q[0] == "causal", 1, 2048 // int(d), 16384) if q[0] in ("full", "causal") else
                       (m, dt, int(d), False, 1, 132, 16384, 1, int(q[0])) for m, dt, d, *q in specs)
     import torch  # after the arguments: --help needs no GPU stack
 
