@@ -29,8 +29,9 @@ MANIFEST = ("case", "mode", "dtype", "head_dim", "causal", "batch", "heads", "se
 OPTIONAL = ("seq_len_q",)
 
 
-def rows(raw: str, manifest: str, kernel: str) -> list[dict[str, str]]:
-    """The manifest's launches of ``kernel`` beside ncu's rows, in launch order; an error if the counts differ."""
+def rows(raw: str, manifest: str, kernel: str, extra: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    """The manifest's launches of ``kernel`` beside ncu's rows, in launch order; an error if the counts differ.
+    ``extra``: more of ncu's metrics, each a column under its own name."""
     with open(raw) as f:
         lines = f.read().splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
@@ -42,7 +43,8 @@ def rows(raw: str, manifest: str, kernel: str) -> list[dict[str, str]]:
         launches = [r for r in csv.DictReader(f) if r["kernel"] == kernel]
     if len(launches) != len(data):
         raise SystemExit(f"{manifest} lists {len(launches)} {kernel} launches but {raw} has {len(data)} rows")
-    columns = METRICS | {f"stall_{s}": f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in STALLS}
+    columns = METRICS | {f"stall_{s}": f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in STALLS} \
+        | {m: m for m in extra}
     missing = [m for m in columns.values() if m not in header]
     if missing:
         raise SystemExit(f"{raw}: metric {missing[0]} missing (profile with the sections ncu_table's docstring names)")
@@ -57,8 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--manifest", required=True, help="harness.probe's --manifest")
     ap.add_argument("--kernel", default="attn_fwd", help="the kernel ncu was filtered to")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--extra", default="", help="more metrics of the raw page, comma-separated (e.g. "
+                    "lts__t_sector_hit_rate.pct): each a column under its own name")
     a = ap.parse_args(argv)
-    got = rows(a.raw, a.manifest, a.kernel)
+    got = rows(a.raw, a.manifest, a.kernel, tuple(m for m in a.extra.split(",") if m))
     write_rows(a.out, got)
     print(f"{len(got)} launches -> {a.out}")
     return 0
