@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 #: (mode, head_dim, seq_len, batch, heads, rotate): FA3-regime shapes (heads x head dim = 2048, batch x seq = 16K);
 #: rotate: each program walks its unmasked key blocks from its own starting block (``kernels.attention``)
@@ -104,19 +103,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness import kernels
     from harness.bench import ClockSampler, Timer, provenance
-    from harness.rows import write_rows, write_sidecar
+    from harness.rows import CampaignLog, write_rows, write_sidecar
 
-    os.makedirs(a.out, exist_ok=True)
-    t_start = time.time()
-    command = " ".join(["python", "-m", "harness.dispatch", *argv[1:]])
-    with open(os.path.join(a.out, "command.txt"), "w") as f:
-        f.write(command + "\n")
-    log_f = open(os.path.join(a.out, "log.txt"), "w")
-
-    def log(msg: str) -> None:
-        line = f"[{time.time() - t_start:6.1f}s] {msg}"
-        print(line, flush=True)
-        log_f.write(line + "\n")
+    log = CampaignLog(a.out, "harness.dispatch", argv)
 
     if not torch.cuda.is_available():
         log("no CUDA device")
@@ -128,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             "tiles": "64=128,64,8,3;128=128,128,8,3;256=128,64,8,2 (BLOCK_M, BLOCK_N, warps, stages), as the "
                      "campaigns", "stamped_calls": a.calls, "inputs": "standard normal fp16 (seeded)"}
     base = provenance(argv, note, {"quick": a.quick})
-    base["command"] = command
+    base["command"] = log.command
     log(f"device {base['gpu']}, {base['sm_count']} SMs; driver {base['driver']}, torch {base['torch']}, "
         f"triton {base['triton']}")
     timer = Timer()
@@ -145,9 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         path = os.path.join(a.out, name)
         write_rows(path, rows, cols)
         write_sidecar(path, {"table": name, **base, "finished": True, "rows": len(rows),
-                             "elapsed_s": round(time.time() - t_start, 1)})
-    log(f"done in {time.time() - t_start:.0f} s")
-    log_f.close()
+                             "elapsed_s": round(log.elapsed(), 1)})
+    log(f"done in {log.elapsed():.0f} s")
+    log.close()
     return 0
 
 

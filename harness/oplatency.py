@@ -701,7 +701,7 @@ def run_decode(a, out: str, table, log, sidecar, clocks, steps: int, reps: int) 
     names = [n for n, _ in DECODE_VARIANTS]
     log("cycles per iteration, decode tile 16 x 64, 4 warps (median; loop overhead not subtracted):")
     log("D    " + "".join(f"{n.replace('_resident', ''):>12s}" for n in names))
-    for d in ds:
+    for d in dict.fromkeys(d for _, _, d in cases):  # the head dims measured, in order
         cells = "".join(f"{results[(n, d)]['cycles']:12.1f}" if (n, d) in results else f"{'-':>12s}" for n in names)
         log(f"{d:<4d} {cells}")
     return results
@@ -731,22 +731,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--steps must be at least 2 and --reps at least 1")
     (decode_cases if a.group == "decode" else softmax_cases)(a.quick, a.only)  # a bad --only: before anything is written
     from harness.bench import ClockSampler, provenance
-    from harness.rows import MICRO, Table, chip_name, write_sidecar
+    from harness.rows import MICRO, CampaignLog, Table, chip_name, write_sidecar
 
     out = a.out
-    os.makedirs(out, exist_ok=True)
-    t_start = time.time()
-    log_f = open(os.path.join(out, "log.txt"), "w")
-
-    def log(msg: str) -> None:
-        line = f"[{time.time() - t_start:6.1f}s] {msg}"
-        print(line, flush=True)
-        log_f.write(line + "\n")
-        log_f.flush()
-
-    command = " ".join(["python", "-m", "harness.oplatency", *argv[1:]])
-    with open(os.path.join(out, "command.txt"), "w") as f:
-        f.write(command + "\n")
+    log = CampaignLog(out, "harness.oplatency", argv)
+    t_start = log.start
     if not torch.cuda.is_available():
         log("no CUDA device")
         return 1
@@ -765,7 +754,7 @@ def main(argv: list[str] | None = None) -> int:
                                f"{DECODE_STAGES} (harness/kernels.py DECODE_CONFIG)")
     dev = torch.cuda.get_device_name(0)
     base = provenance(argv, timing_note, {"quick": a.quick, "chip": chip_name(dev), "group": a.group})
-    base["command"] = command
+    base["command"] = log.command
     log(f"device {dev}, {base['sm_count']} SMs; driver {base['driver']}, cuda {base['cuda']}, torch {base['torch']}, "
         f"triton {base['triton']}; clocks at start {base['clocks']['read_at_start']}; clocks_locked false")
     table = Table(os.path.join(out, "micro.csv"), MICRO)
@@ -784,7 +773,7 @@ def main(argv: list[str] | None = None) -> int:
     def sidecar(finished: bool) -> None:
         table.flush()
         write_sidecar(table.path, {"table": "micro.csv", **base, "finished": finished, "rows": len(table.rows),
-                                   "elapsed_s": round(time.time() - t_start, 1), "about": about})
+                                   "elapsed_s": round(log.elapsed(), 1), "about": about})
 
     sidecar(False)
     if a.group == "decode":
@@ -792,7 +781,7 @@ def main(argv: list[str] | None = None) -> int:
         clocks.stop()
         sidecar(True)
         log(f"done in {time.time() - t_start:.0f} s, {len(table.rows)} rows")
-        log_f.close()
+        log.close()
         return 0
     cases = softmax_cases(a.quick, a.only)
     results: dict[tuple[str, int, int], dict] = {}
@@ -860,7 +849,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = ", ".join(f"{n} {results[(n, bm, bn)]['cycles']:.1f}" for n, _ in EIGHT_WARPS if (n, bm, bn) in results)
         log(f"num_warps=8 {bm}x{bn}: {cells or 'not measured'}")
     log(f"done in {time.time() - t_start:.0f} s, {len(table.rows)} rows")
-    log_f.close()
+    log.close()
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Table schemas, the checked CSV writer and the YAML sidecar writer (standard library only).
+"""Table schemas, the checked CSV writer, the YAML sidecar writer and a run's log (standard library only).
 
 Everything here runs without torch, triton or a GPU, so the tests (and anyone reading a
 campaign folder) can import it anywhere. A table is a list of dict rows with a fixed
@@ -359,3 +359,31 @@ def summarize(times_us: Sequence[float]) -> tuple[float, float]:
     s = sorted(times_us)
     med = pct(s, 50)
     return med, (pct(s, 80) - pct(s, 20)) / med * 100.0 if med > 0 else 0.0
+
+
+class CampaignLog:
+    """A measurement's folder opened for a run: ``out`` created, ``command.txt`` holding the command that ran
+    (``python -m <module> <arguments>``), and a log whose lines, stamped with the seconds since the start, go to
+    the console and to ``log.txt`` as they are written."""
+
+    def __init__(self, out: str | os.PathLike, module: str, argv: Sequence[str]) -> None:
+        import time
+
+        self._time = time.time
+        self.start = time.time()
+        os.makedirs(out, exist_ok=True)
+        self.command = " ".join(["python", "-m", module, *argv[1:]])
+        Path(out, "command.txt").write_text(self.command + "\n")
+        self._file = open(os.path.join(out, "log.txt"), "w")
+
+    def __call__(self, msg: str) -> None:
+        line = f"[{self.elapsed():6.1f}s] {msg}"
+        print(line, flush=True)
+        self._file.write(line + "\n")
+        self._file.flush()
+
+    def elapsed(self) -> float:
+        return self._time() - self.start
+
+    def close(self) -> None:
+        self._file.close()

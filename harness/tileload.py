@@ -32,7 +32,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import torch
 import triton
@@ -113,21 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     if steps < 2 or reps < 1:
         ap.error("--steps must be at least 2 and --reps at least 1")
     from harness.bench import ClockSampler, provenance
-    from harness.rows import MICRO, Table, chip_name, write_sidecar
+    from harness.rows import MICRO, CampaignLog, Table, chip_name, write_sidecar
 
-    os.makedirs(a.out, exist_ok=True)
-    t_start = time.time()
-    log_f = open(os.path.join(a.out, "log.txt"), "w")
-
-    def log(msg: str) -> None:
-        line = f"[{time.time() - t_start:6.1f}s] {msg}"
-        print(line, flush=True)
-        log_f.write(line + "\n")
-        log_f.flush()
-
-    command = " ".join(["python", "-m", "harness.tileload", *argv[1:]])
-    with open(os.path.join(a.out, "command.txt"), "w") as f:
-        f.write(command + "\n")
+    log = CampaignLog(a.out, "harness.tileload", argv)
     if not torch.cuda.is_available():
         log("no CUDA device")
         return 1
@@ -142,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                       "before the timed launches (warm L2)"}
     dev = torch.cuda.get_device_name(0)
     base = provenance(argv, note, {"quick": a.quick, "chip": chip_name(dev)})
-    base["command"] = command
+    base["command"] = log.command
     log(f"device {dev}, {sms} SMs; driver {base['driver']}, cuda {base['cuda']}, torch {base['torch']}, "
         f"triton {base['triton']}")
     table = Table(os.path.join(a.out, "micro.csv"), MICRO)
@@ -153,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     def sidecar(finished: bool) -> None:
         table.flush()
         write_sidecar(table.path, {"table": "micro.csv", **base, "finished": finished, "rows": len(table.rows),
-                                   "elapsed_s": round(time.time() - t_start, 1), **about})
+                                   "elapsed_s": round(log.elapsed(), 1), **about})
 
     sidecar(False)
     for bn, d, nbytes, level in cases(a.quick):
@@ -172,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         sidecar(False)
     clocks.stop()
     sidecar(True)
-    log(f"done in {time.time() - t_start:.0f} s, {len(table.rows)} rows")
-    log_f.close()
+    log(f"done in {log.elapsed():.0f} s, {len(table.rows)} rows")
+    log.close()
     return 0
 
 

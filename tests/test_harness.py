@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -297,6 +298,19 @@ def test_ncu_table_keeps_the_query_rows_a_newer_manifest_records():
     assert {r["seq_len_q"] for r in got} == {"16", "128"}
     older = ROOT / "validation" / "ncu_vsa_h100_2026_11"  # its manifest has no seq_len_q column
     assert "seq_len_q" not in ncu_table.rows(str(older / "ncu_raw.txt"), str(older / "manifest.csv"), "attn_fwd")[0]
+
+
+def test_a_campaign_log_writes_the_command_and_stamped_lines(tmp_path, capsys):
+    out = tmp_path / "campaign"
+    log = R.CampaignLog(out, "harness.tileload", ["tileload.py", "--out", str(out), "--quick"])
+    log("first")
+    log("second")
+    log.close()
+    assert (out / "command.txt").read_text() == f"python -m harness.tileload --out {out} --quick\n"
+    lines = (out / "log.txt").read_text().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == ["first", "second"]
+    assert all(re.match(r"^\[ *\d+\.\ds\] ", line) for line in lines)
+    assert capsys.readouterr().out.splitlines() == lines and 0 <= log.elapsed() < 60
 
 
 def test_write_rows_writes_a_schemaless_table_whole_or_not_at_all(tmp_path):
