@@ -283,6 +283,15 @@ def test_the_gpu_side_tools_answer_help_without_torch():
         subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
 
 
+def test_a_probe_case_with_an_unknown_fourth_field_is_refused_in_one_line_without_torch():
+    code = ("import sys, runpy; sys.argv = ['harness.probe', '--cases', 'fa2:fp16:256:bogus']\n"
+            "try:\n    runpy.run_module('harness.probe', run_name='__main__')\nexcept SystemExit as e:\n"
+            "    assert e.code == 2, e.code\nassert 'torch' not in sys.modules")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "a fourth field is a query count, full or causal" in done.stderr.strip().splitlines()[-1]
+
+
 def test_the_sustained_table_says_the_clock_falls_under_continuous_load():
     import csv
     with (ROOT / "validation" / "sustained_h100_2026_11" / "sustained.csv").open() as f:
