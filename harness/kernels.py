@@ -350,6 +350,8 @@ def attention(q, k, v, causal: bool, mode: str, out=None, kr=None, lam: float = 
     m = MODES[mode]
     if m in (1, 2) and kr is None:
         raise ValueError("vfa/vsa need k_repr (krepr(k, block_n))")
+    if rotate and m in (1, 2):
+        raise ValueError(f"rotate walks the fa2 and dots loops only, not {mode}'s visit order")
     r = kr if kr is not None else k
     grid = (triton.cdiv(NQ, bm), B * H)
     attn_fwd[grid](q, k, v, r, out, (1.0 / math.sqrt(D)) * 1.4426950408889634, math.log2(lam),
