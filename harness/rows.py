@@ -15,6 +15,7 @@ import json
 import math
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -367,9 +368,6 @@ class CampaignLog:
     the console and to ``log.txt`` as they are written."""
 
     def __init__(self, out: str | os.PathLike, module: str, argv: Sequence[str]) -> None:
-        import time
-
-        self._time = time.time
         self.start = time.time()
         os.makedirs(out, exist_ok=True)
         self.command = " ".join(["python", "-m", module, *argv[1:]])
@@ -383,7 +381,7 @@ class CampaignLog:
         self._file.flush()
 
     def elapsed(self) -> float:
-        return self._time() - self.start
+        return time.time() - self.start
 
     def close(self) -> None:
         self._file.close()
