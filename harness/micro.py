@@ -178,27 +178,7 @@ def run_micro(add, sms: int, timer: Timer, clocks, quick: bool, log) -> None:
                 f"(min {clk[0]}, max {clk[-1]}); clocks not locked")
         del a
 
-    # tl.dot rate at the FA tile shapes: the FA loop with the softmax taken out
-    seq = 2048 if quick else 8192
-    for d, dt, name in ((64, torch.float16, "fp16"), (128, torch.float16, "fp16"), (128, torch.bfloat16, "bf16"),
-                        (128, torch.float8_e4m3fn, "fp8_e4m3")):
-        heads, batch = 2048 // d, 16384 // seq
-        try:
-            q = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
-            k = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
-            v = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
-            if dt == torch.float8_e4m3fn:
-                v = v.transpose(-1, -2).contiguous().transpose(-1, -2)
-            o = torch.empty(batch, heads, seq, d, device="cuda", dtype=torch.float16)
-            cfg = kernels.config_for(d, seq)
-            tm = timer.time(lambda: kernels.attention(q, k, v, False, "dots", out=o), reps=10)
-            fl = 4 * seq * seq * d * heads * batch
-            add(f"tl_dot_fa_loop_{name}_d{d}_tflops", fl / (tm.median_us * 1e-6) / 1e12, "TFLOP/s",
-                f"Triton FA loop, softmax removed (P = scale*S cast), tiles {cfg[0]}x{cfg[1]}, "
-                f"{cfg[2]} warps, {cfg[3]} stages; seq {seq}, batch {batch}, heads {heads}, non-causal")
-            log(f"micro tl.dot {name} d{d}: {fl / (tm.median_us * 1e-6) / 1e12:.0f} TFLOP/s")
-        except Exception as e:  # noqa: BLE001
-            log(f"micro tl.dot {name} d{d} failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    run_loop(add, timer, quick, log, MICRO_LOOPS)
 
     # HBM: device-to-device copy
     nbytes = (1 << 28) if quick else (1 << 30)
@@ -275,3 +255,36 @@ def run_micro(add, sms: int, timer: Timer, clocks, quick: bool, log) -> None:
         f"CTAs of 4 warps that do nothing ({a1.median_us:.1f} -> {a2.median_us:.1f} us) x {sms} SMs")
     add("empty_cta_ns_gpu", per * 1000, "ns", "per CTA, whole GPU (same slope)")
     log(f"micro empty CTA: {per * sms * 1000:.0f} ns per CTA per SM")
+
+
+#: (head dim, format) of the no-softmax loop in the micro phase; the loop phase runs LOOPS, every tile config's
+#: head dim in every format
+MICRO_LOOPS = ((64, "fp16"), (128, "fp16"), (128, "bf16"), (128, "fp8_e4m3"))
+LOOPS = tuple((d, f) for d in (64, 128, 256) for f in ("fp16", "bf16", "fp8_e4m3"))
+
+
+def run_loop(add, timer: Timer, quick: bool, log, cases=LOOPS) -> None:
+    """The tl.dot rate at the FA tile shapes: the kernel's loop with the softmax taken out (``dots`` mode: P =
+    scale*S cast), non-causal, 16K query rows in all and 2048 // d heads; one row per (head dim, format) case."""
+    from harness.attention import TORCH_DTYPE, transposed_v
+
+    seq = 2048 if quick else 8192
+    for d, name in cases:
+        dt = TORCH_DTYPE[name]
+        heads, batch = 2048 // d, 16384 // seq
+        try:
+            q = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
+            k = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
+            v = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
+            if dt == torch.float8_e4m3fn:
+                v = transposed_v(v)  # the layout the campaigns time fp8 in
+            o = torch.empty(batch, heads, seq, d, device="cuda", dtype=torch.float16)
+            cfg = kernels.config_for(d, seq)
+            tm = timer.time(lambda: kernels.attention(q, k, v, False, "dots", out=o), reps=10)
+            fl = 4 * seq * seq * d * heads * batch
+            add(f"tl_dot_fa_loop_{name}_d{d}_tflops", fl / (tm.median_us * 1e-6) / 1e12, "TFLOP/s",
+                f"Triton FA loop, softmax removed (P = scale*S cast), tiles {cfg[0]}x{cfg[1]}, "
+                f"{cfg[2]} warps, {cfg[3]} stages; seq {seq}, batch {batch}, heads {heads}, non-causal")
+            log(f"micro tl.dot {name} d{d}: {fl / (tm.median_us * 1e-6) / 1e12:.0f} TFLOP/s")
+        except Exception as e:  # noqa: BLE001
+            log(f"micro tl.dot {name} d{d} failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")

@@ -32,7 +32,7 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
               256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]}
 
 
-PHASES = ("checks", "micro", "issue", "latency", "profile", "floor", "units", "pairs", "chain", "fa3", "decode",
+PHASES = ("checks", "micro", "loop", "issue", "latency", "profile", "floor", "units", "pairs", "chain", "fa3", "decode",
           "numerics", "prefill")
 
 
@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chain-rows", type=int, default=128, help="query rows per head in the chain phase (128: the "
                     "prefill tile; 16 or fewer: the decode tile)")
     ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
-                    help="comma-separated; also 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
+                    help="comma-separated; also 'loop' (the loop without its softmax at every head dim and format, "
+                         "into micro.csv), 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
                          "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
                          "without its softmax on the FA3-regime grid), 'units' (Triton FA2 at a fixed CTA count, growing K/V), "
                          "'pairs' (Triton FA2 and VFA's kernel timed in alternation on the FA3-regime grid, pairs.csv), 'chain' "
@@ -171,6 +172,13 @@ def main(argv: list[str] | None = None) -> int:
                 run_micro(add_micro, sms, timer, clocks, a.quick, log)
             except Exception as e:  # noqa: BLE001
                 log(f"micro phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+            tables["micro"].flush()
+        if "loop" in phases:
+            try:
+                from harness.micro import run_loop
+                run_loop(add_micro, timer, a.quick, log)
+            except Exception as e:  # noqa: BLE001
+                log(f"loop phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
             tables["micro"].flush()
         if "issue" in phases:
             try:
