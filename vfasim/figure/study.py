@@ -30,6 +30,7 @@ import numpy as np
 
 from vfasim.runner.api import engine_precision
 from vfasim.functional import Policy, Tiling, policy_for, run_engine
+from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig
 from vfasim.sim import simulate
 from vfasim.sim.engine import op_cycles
@@ -54,23 +55,30 @@ def variant_policy(name: str, emulation: float = 0.0) -> Policy:
     return policy_for(algo, exp_emulation=emulation) if emulation else policy_for(algo)
 
 
-@lru_cache(maxsize=8)
-def _workload(granularity: str, head_dim: int, seq_len: int) -> tuple[Workload, np.ndarray, Tiling]:
+def _tiling(granularity: str, head_dim: int, seq_len: int) -> Tiling:
     if granularity == "block":
-        n = STREAM_BLOCKS * BLOCK
-        wl = make_workload("llm-like", n, head_dim, 1, 0)
-        return wl, wl.q[:, -BLOCK:], Tiling(BLOCK, n, head_dim, BLOCK, BLOCK, False)
-    wl = make_workload("llm-like", seq_len, head_dim, 1, 0)
-    return wl, wl.q, Tiling(seq_len, seq_len, head_dim, BLOCK, BLOCK, True)
+        return Tiling(BLOCK, STREAM_BLOCKS * BLOCK, head_dim, BLOCK, BLOCK, False)
+    return Tiling(seq_len, seq_len, head_dim, BLOCK, BLOCK, True)
+
+
+@lru_cache(maxsize=8)
+def _workload(granularity: str, head_dim: int, seq_len: int) -> tuple[Workload, np.ndarray]:
+    """The llm-like workload of the granularity's tiling, and its queries (the block stream: the last block's)."""
+    tiling = _tiling(granularity, head_dim, seq_len)
+    wl = make_workload("llm-like", tiling.kv_len, head_dim, 1, 0)
+    return wl, wl.q[:, -tiling.seq_len:]
 
 
 def make_trace(hw: HardwareConfig, variant: str, granularity: str, head_dim: int, seq_len: int,
                emulation: float = 0.0) -> Trace:
-    """The engine's trace of ``variant`` at one granularity on ``hw``'s formats."""
-    wl, q, tiling = _workload(granularity, head_dim, seq_len)
-    res = run_engine(q, wl.k, wl.v, tiling, variant_policy(variant, emulation), engine_precision(hw),
-                     o_in_place=hw.o_in_place)
-    return res.traced()
+    """The engine's trace of ``variant`` at one granularity on ``hw``'s formats (``trace_only``'s where it does
+    not depend on the data: the same trace, without the arithmetic)."""
+    tiling, policy = _tiling(granularity, head_dim, seq_len), variant_policy(variant, emulation)
+    precision = engine_precision(hw)
+    if data_independent(policy):
+        return trace_only(tiling, policy, precision, o_in_place=hw.o_in_place)
+    wl, q = _workload(granularity, head_dim, seq_len)
+    return run_engine(q, wl.k, wl.v, tiling, policy, precision, o_in_place=hw.o_in_place).traced()
 
 
 def _selection(trace: Trace, granularity: str) -> tuple[np.ndarray, int]:
