@@ -12,7 +12,7 @@ import pytest
 import vfasim
 from vfasim.cli import main
 from vfasim.figure import latency_ratio
-from vfasim.figure.claims import Evaluator, Reading, paper_claims
+from vfasim.figure.claims import Evaluator, Reading, paper_claims, primary_of
 from vfasim.figure.fa4 import MAX_EMULATION, choose_emulation
 from vfasim.figure.fit import GRID, Evaluations, bounded_fit
 from vfasim.figure.params import ModelParams, apply_params, at_bound, params_of
@@ -57,6 +57,17 @@ def test_every_ambiguous_claim_has_all_its_readings(result):
     cell = [c for c in result.claims if (c["granularity"], c["head_dim"]) == ("block", 64)]
     count = {cid: sum(c["claim"] == cid for c in cell) for cid in ("P1a", "P4b", "P5", "P6a", "P7")}
     assert count == {"P1a": 1, "P4b": 1, "P5": 4, "P6a": 18, "P7": 12}
+
+
+def test_the_primary_rows_alone_are_those_of_every_reading(configs):
+    """The fit judges only the primary readings: the same rows, each judged the same, as among every reading."""
+    study = Study(configs, seq_len=256, variants=("fa2", "vfa"))
+    ev = Evaluations(study)
+    for g, d in (("block", 64), ("sequence", 128)):
+        for p in (params_of(configs), ModelParams(op_latency_cycles=4, o_in_cube=True)):
+            primary = ev.rows(p, g, d, True, primary=True)
+            assert primary == primary_of(ev.rows(p, g, d, True), g, d)
+            assert len(primary) == len(paper_claims())
 
 
 def test_the_figure_reads_the_configs_as_they_are(configs):

@@ -52,8 +52,8 @@ class Evaluations:
         self.study = study
         self.memo: dict[tuple, dict] = {}
 
-    def rows(self, p: ModelParams, g: str, d: int, with_latency: bool) -> list[dict]:
-        """Every (claim, reading) row at (g, d) with the paper configs set to ``p``."""
+    def rows(self, p: ModelParams, g: str, d: int, with_latency: bool, primary: bool = False) -> list[dict]:
+        """Every (claim, reading) row at (g, d) with the paper configs set to ``p`` (``primary``: its primary rows)."""
         meas: dict[tuple, dict] = {}
         for name, hw in self.study.configs.items():
             key = ("bars", name, relevant_key(p, hw), g, d, with_latency)
@@ -66,7 +66,7 @@ class Evaluations:
         if curve_key not in self.memo:
             self.memo[curve_key] = self.study.exp_curve({"C4V16": apply_params(c4, p)}, (float("inf"),),
                                                         with_latency, only=(g, d))
-        return Evaluator(meas, self.memo[curve_key], g, d).rows(paper_claims())
+        return Evaluator(meas, self.memo[curve_key], g, d).rows(paper_claims(), primary)
 
 
 def bounded_fit(ev: Evaluations, fit: set[str], d: int, grid: dict[str, tuple] = GRID) -> tuple[ModelParams, dict]:
@@ -81,7 +81,7 @@ def bounded_fit(ev: Evaluations, fit: set[str], d: int, grid: dict[str, tuple] =
     for values in itertools.product(*grid.values()):
         point: dict[str, Any] = dict(zip(grid, values))
         p = replace(ModelParams(), **point)
-        rows = primary_of(ev.rows(p, "block", d, False), "block", d)
+        rows = ev.rows(p, "block", d, False, primary=True)
         score, all_score = misfit(rows, fit), misfit(rows, every)
         if score < best_score:
             best, best_score = p, score
