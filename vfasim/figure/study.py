@@ -32,7 +32,7 @@ from vfasim.runner.api import engine_precision
 from vfasim.functional import Policy, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig
-from vfasim.sim import simulate
+from vfasim.sim import Timeline, simulate
 from vfasim.sim.engine import op_cycles
 from vfasim.sim.stats import SHARE_CLASSES
 from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
@@ -88,9 +88,10 @@ def _selection(trace: Trace, granularity: str) -> tuple[np.ndarray, int]:
     return (trace.kblock >= 0) & (trace.step > lo) & (trace.step <= hi), hi - lo
 
 
-def busy(trace: Trace, hw: HardwareConfig, granularity: str) -> dict:
-    """Busy cycles per op class and per pipeline (per steady tile at block granularity)."""
-    pipe, cycles = op_cycles(trace, hw)
+def busy(trace: Trace, hw: HardwareConfig, granularity: str, timeline: Timeline | None = None) -> dict:
+    """Busy cycles per op class and per pipeline (per steady tile at block granularity); ``timeline``: the trace's
+    on ``hw``, whose ops' pipelines and durations are their prices."""
+    pipe, cycles = op_cycles(trace, hw) if timeline is None else (timeline.pipeline, timeline.durations)
     sel, n = _selection(trace, granularity)
     out: dict[str, Any] = {c: float(cycles[sel & (_CLASS[trace.kind] == c)].sum()) / n for c in SHARE_CLASSES}
     out["pipelines"] = {name: float(cycles[sel & (pipe == p)].sum()) / n / spec.units
@@ -99,9 +100,10 @@ def busy(trace: Trace, hw: HardwareConfig, granularity: str) -> dict:
     return out
 
 
-def overlapped(trace: Trace, hw: HardwareConfig, granularity: str) -> float:
-    """Simulated latency of the pipelined schedule (the steady period per tile at block granularity)."""
-    timeline = simulate(trace, hw)
+def overlapped(trace: Trace, hw: HardwareConfig, granularity: str, timeline: Timeline | None = None) -> float:
+    """Simulated latency of the pipelined schedule (the steady period per tile at block granularity); ``timeline``:
+    the trace's on ``hw``, when already simulated."""
+    timeline = simulate(trace, hw) if timeline is None else timeline
     if granularity == "sequence":
         return float(timeline.total_cycles)
     lo, hi = STEADY
@@ -110,8 +112,9 @@ def overlapped(trace: Trace, hw: HardwareConfig, granularity: str) -> float:
 
 
 def measure(trace: Trace, hw: HardwareConfig, granularity: str, with_latency: bool = True) -> dict:
-    m = busy(trace, hw, granularity)
-    m["overlapped"] = overlapped(trace, hw, granularity) if with_latency else float("nan")
+    timeline = simulate(trace, hw) if with_latency else None
+    m = busy(trace, hw, granularity, timeline)
+    m["overlapped"] = overlapped(trace, hw, granularity, timeline) if timeline is not None else float("nan")
     m["bottleneck"] = max(m["pipelines"], key=m["pipelines"].get)
     m["vector_share"] = m["vector"] / m["stacked"]
     return m
