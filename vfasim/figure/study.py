@@ -103,7 +103,7 @@ def busy(trace: Trace, hw: HardwareConfig, granularity: str, timeline: Timeline 
 def overlapped(trace: Trace, hw: HardwareConfig, granularity: str, timeline: Timeline | None = None) -> float:
     """Simulated latency of the pipelined schedule (the steady period per tile at block granularity); ``timeline``:
     the trace's on ``hw``, when already simulated."""
-    timeline = simulate(trace, hw) if timeline is None else timeline
+    timeline = simulate(trace, hw, waits=False) if timeline is None else timeline
     if granularity == "sequence":
         return float(timeline.total_cycles)
     lo, hi = STEADY
@@ -112,7 +112,7 @@ def overlapped(trace: Trace, hw: HardwareConfig, granularity: str, timeline: Tim
 
 
 def measure(trace: Trace, hw: HardwareConfig, granularity: str, with_latency: bool = True) -> dict:
-    timeline = simulate(trace, hw) if with_latency else None
+    timeline = simulate(trace, hw, waits=False) if with_latency else None
     m = busy(trace, hw, granularity, timeline)
     m["overlapped"] = overlapped(trace, hw, granularity, timeline) if timeline is not None else float("nan")
     m["bottleneck"] = max(m["pipelines"], key=m["pipelines"].get)
