@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from vfasim.errors import VfasimError
 from vfasim.runner.api import engine_precision
 from vfasim.functional import Policy, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
@@ -47,7 +48,8 @@ STEADY = (6, 14)  # steps bounding the steady tiles of the block stream (sink an
 EXP_SCALES = (1.0, 2.0, 4.0, 8.0, 16.0, 64.0, float("inf"))  # the curve at block granularity; sequence: inf
 SEQUENCE_VARIANTS = ("fa2", "vfa")  # FA4 is compared per block only
 UNBOUNDED_EXP = 1e6  # an exp rate this many times the config's stands in for unbounded exp capacity
-_CLASS = np.array([OP_KINDS[k][0] for k in KIND_NAMES])
+#: per op kind code, its class's index in SHARE_CLASSES (len(SHARE_CLASSES): memory, in no share)
+_CLASS = np.array([(*SHARE_CLASSES, OP_KINDS[k][0]).index(OP_KINDS[k][0]) for k in KIND_NAMES])
 
 
 def variant_policy(name: str, emulation: float = 0.0) -> Policy:
@@ -93,9 +95,13 @@ def busy(trace: Trace, hw: HardwareConfig, granularity: str, timeline: Timeline 
     on ``hw``, whose ops' pipelines and durations are their prices."""
     pipe, cycles = op_cycles(trace, hw) if timeline is None else (timeline.pipeline, timeline.durations)
     sel, n = _selection(trace, granularity)
-    out: dict[str, Any] = {c: float(cycles[sel & (_CLASS[trace.kind] == c)].sum()) / n for c in SHARE_CLASSES}
-    out["pipelines"] = {name: float(cycles[sel & (pipe == p)].sum()) / n / spec.units
-                        for p, (name, spec) in enumerate(hw.pipelines.items())}
+    pipe, cycles = pipe[sel], cycles[sel]
+    if int(cycles.sum()) >= 2**53:  # below it, float64 sums of the integer cycles are exact: the integer sums
+        raise VfasimError(f"{hw.name}: busy cycles past 2^53 would not sum exactly in float64")
+    by_class = np.bincount(_CLASS[trace.kind[sel]], weights=cycles, minlength=len(SHARE_CLASSES) + 1)
+    by_pipe = np.bincount(pipe[pipe >= 0], weights=cycles[pipe >= 0], minlength=len(hw.pipelines))
+    out: dict[str, Any] = {c: float(by_class[i]) / n for i, c in enumerate(SHARE_CLASSES)}
+    out["pipelines"] = {name: float(by_pipe[p]) / n / spec.units for p, (name, spec) in enumerate(hw.pipelines.items())}
     out["stacked"] = sum(out[c] for c in SHARE_CLASSES)
     return out
 
