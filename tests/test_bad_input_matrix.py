@@ -278,7 +278,7 @@ def test_the_matrix_covers_every_subcommand_and_the_api() -> None:
 
 def test_a_sweep_on_a_scheduler_without_workers_ends_with_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
     distributed = pytest.importorskip("distributed")
-    monkeypatch.setattr("vfasim.sweep.exec.DASK_WORKER_WAIT_S", 1.0, raising=False)
+    monkeypatch.setattr("vfasim.exec.DASK_WORKER_WAIT_S", 1.0, raising=False)
     monkeypatch.chdir(tmp_path)
     with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
         capsys.readouterr()

@@ -109,6 +109,16 @@ def test_each_op_records_the_edge_its_start_waited_for(trace, hw, schedule):
         assert timeline.start_cycles[op] == max((t for *_, t in at), default=0)
 
 
+@given(traces(), cores(), SCHEDULE)
+def test_a_timeline_without_its_wait_record_has_the_same_spans(trace, hw, schedule):
+    full, spans = simulate(trace, hw, schedule), simulate(trace, hw, schedule, waits=False)
+    for name in ("start_cycles", "end_cycles", "pipeline"):
+        assert getattr(spans, name).tolist() == getattr(full, name).tolist()
+    assert spans.total_cycles == full.total_cycles and spans.waited_on is None and spans.wait_kind is None
+    with pytest.raises(VfasimError, match="no record of what its ops waited on"):
+        critical_path(trace, spans, hw, schedule)
+
+
 def test_ops_are_priced_by_their_own_dtype():
     trace = hand_trace(TWO_TILES[:3])
     doc = tiny_hw().model_dump()

@@ -12,9 +12,9 @@ import pytest
 import vfasim
 from vfasim.cli import main
 from vfasim.figure import latency_ratio
-from vfasim.figure.claims import Evaluator, Reading, paper_claims
+from vfasim.figure.claims import Evaluator, Reading, paper_claims, primary_of
 from vfasim.figure.fa4 import MAX_EMULATION, choose_emulation
-from vfasim.figure.fit import GRID, Evaluations, bounded_fit
+from vfasim.figure.fit import GRID, Evaluations, bounded_fit, fit_and_scan, scan
 from vfasim.figure.params import ModelParams, apply_params, at_bound, params_of
 from vfasim.figure.study import PAPER_CONFIGS, Study
 from vfasim.figure.views import implied_rows
@@ -59,6 +59,17 @@ def test_every_ambiguous_claim_has_all_its_readings(result):
     assert count == {"P1a": 1, "P4b": 1, "P5": 4, "P6a": 18, "P7": 12}
 
 
+def test_the_primary_rows_alone_are_those_of_every_reading(configs):
+    """The fit judges only the primary readings: the same rows, each judged the same, as among every reading."""
+    study = Study(configs, seq_len=256, variants=("fa2", "vfa"))
+    ev = Evaluations(study)
+    for g, d in (("block", 64), ("sequence", 128)):
+        for p in (params_of(configs), ModelParams(op_latency_cycles=4, o_in_cube=True)):
+            primary = ev.rows(p, g, d, True, primary=True)
+            assert primary == primary_of(ev.rows(p, g, d, True), g, d)
+            assert len(primary) == len(paper_claims())
+
+
 def test_the_figure_reads_the_configs_as_they_are(configs):
     """One model: writing the configs' own values back into each config changes nothing."""
     held = params_of(configs)
@@ -97,6 +108,15 @@ def test_doubling_exp_at_most_doubles_the_speedup(configs):
                 assert ev.value(claims["P7"], r) <= 2 * ev.value(claims["P6c"], r) + 1e-9
 
 
+def test_the_fit_and_the_scan_over_processes_equal_them_in_one(configs):
+    """Spread over processes (the fit, each parameter's scan), the results and their order are one process's."""
+    study = Study(configs, variants=("fa2", "vfa"), granularities=("block",), head_dims=(64,))
+    fit, params, cells = frozenset({"P1a", "P1b"}), params_of(configs), [("block", 64, False)]
+    expected = (bounded_fit(Evaluations(study), set(fit), 64, TINY_GRID), scan(Evaluations(study), params, cells))
+    for jobs in (1, 2):
+        assert fit_and_scan(Evaluations(study), fit, 64, TINY_GRID, params, cells, jobs) == expected
+
+
 def test_dearer_reductions_raise_fa_more_than_vfa(configs):
     """VFA drops the row max on frozen tiles, so a costlier reduction widens the gap between their shares."""
     study = Study(configs, variants=("fa2", "vfa"), granularities=("block",), head_dims=(64,))
@@ -118,6 +138,7 @@ def test_values_at_a_range_edge_are_marked():
     (["--fit", "P9"], "unknown claim id(s) P9"),
     (["--granularity", "tile"], "invalid choice"),
     (["--head-dim", "96"], "head dim must be one of 64, 128"),
+    (["--jobs", "0"], "--jobs must be >= 1"),
 ])
 def test_bad_figure_options_are_refused(capsys, tmp_path, argv, message):
     assert main(["figure", "latency-ratio", "--out", str(tmp_path / "x"), *argv]) == 2

@@ -8,7 +8,8 @@ layer and those below):
 2. models: the functional engine, core timing, the chip model, workloads and Q/K/V files (``io``);
 3. trace renderers: Perfetto views of a trace or a chip launch (they read models' outputs only);
 4. the run (``runner``): input rules and algorithm options, the run spec, preparation, the chip run, the API;
-5. applications: sweeps, validation and calibration, the paper's figure, sensitivity;
+5. applications: where their tasks run (``exec``), sweeps, validation and calibration, the paper's figure,
+   sensitivity;
 6. reports of applications (``report``, ``validate.report``); 7. the command line and the package's front.
 """
 
@@ -25,7 +26,7 @@ LAYERS = [
     ("vfasim.functional", "vfasim.sim", "vfasim.chip", "vfasim.workloads", "vfasim.io.qkv_files"),
     ("vfasim.report.perfetto", "vfasim.report.chip_perfetto"),
     ("vfasim.runner",),
-    ("vfasim.sweep", "vfasim.validate", "vfasim.figure", "vfasim.sensitivity"),
+    ("vfasim.exec", "vfasim.sweep", "vfasim.validate", "vfasim.figure", "vfasim.sensitivity"),
     ("vfasim.report", "vfasim.validate.report"),
     ("vfasim.cli", "vfasim"),
 ]

@@ -75,8 +75,8 @@ def test_a_missing_extra_is_named_in_one_line(monkeypatch, tmp_path):
     import pandas as pd
 
     from vfasim.errors import VfasimError
+    from vfasim.exec import compute
     from vfasim.io import extras
-    from vfasim.sweep.exec import compute
 
     monkeypatch.setattr(extras, "has", lambda extra: False)
     with pytest.raises(VfasimError, match=r"^--executor dask needs the dask extra \(distributed\): pip install 'vfasim\[dask\]'$"):

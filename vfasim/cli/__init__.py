@@ -65,6 +65,8 @@ def _add_other_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
                     help="claim ids the bounded fit targets (default: the six share claims; '' skips the fit "
                          "and the search)")
     lr.add_argument("--fa4", action="store_true", help="add FA4 and VFA with FA4-style exp emulation")
+    lr.add_argument("--jobs", type=int, default=None,
+                    help="processes for the fit and the search (default: CPU count; the same output for any number)")
     _add_validate(sub)
     hw = sub.add_parser("hw", help="list or show hardware configs")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, parser_class=_Parser)
@@ -114,9 +116,7 @@ def _validate(args: argparse.Namespace) -> str:
     from vfasim.validate.report import SCATTER_FILES, format_report, to_doc, write_scatter
     from vfasim.validate import FIT_SEQ_LENS, load_rows, modelled
 
-    for flag, value in (("--rows", args.rows), ("--jobs", args.jobs)):
-        if value is not None and value < 1:
-            raise VfasimError(f"{flag} must be >= 1, got {value}")
+    _at_least_one(("--rows", args.rows), ("--jobs", args.jobs))
     if args.fit and (args.out is not None or args.json):
         raise VfasimError("--fit prints the fitted tuning as config YAML; --out and --json apply to the report "
                           "(give them without --fit)")
@@ -255,15 +255,24 @@ def _kernel(args: argparse.Namespace) -> str:
     return "\n".join(builtin_kernel_names()) if args.kernel_command == "list" else format_kernel(load_kernel(args.name))
 
 
+def _at_least_one(*flags: tuple[str, int | None]) -> None:
+    for flag, value in flags:
+        if value is not None and value < 1:
+            raise VfasimError(f"{flag} must be >= 1, got {value}")
+
+
 def _figure(args: argparse.Namespace) -> str:
+    import os
+
     from vfasim.figure import SHARE_CLAIMS, latency_ratio  # plotting stack loads only for this command
     from vfasim.io.outputs import check_folder_target
     from vfasim.report.figure_write import FIGURE_FILES, summary, write_latency_ratio
 
+    _at_least_one(("--jobs", args.jobs))
     fit = SHARE_CLAIMS if args.fit is None else frozenset(x for x in args.fit.split(",") if x)
     check_folder_target(args.out, FIGURE_FILES)
     result = latency_ratio(seq_len=args.seq_len, granularity=args.granularity, head_dim=args.head_dim, fit=fit,
-                           with_fa4=args.fa4, search=bool(fit))
+                           with_fa4=args.fa4, search=bool(fit), jobs=args.jobs or os.cpu_count() or 1)
     from vfasim.figure.numerics import verdict_line, verdicts
 
     checked = verdict_line(verdicts(args.seq_len, args.head_dim), args.seq_len, args.head_dim)

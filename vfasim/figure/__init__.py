@@ -20,7 +20,7 @@ from vfasim.figure.claims import (
     with_primary,
 )
 from vfasim.figure.fa4 import choose_emulation, rescale_capture
-from vfasim.figure.fit import GRID, Evaluations, bounded_fit, classify, scan
+from vfasim.figure.fit import GRID, Evaluations, classify, fit_and_scan
 from vfasim.figure.params import ModelParams, params_of
 from vfasim.figure.study import GRANULARITIES, HEAD_DIMS, PAPER_CONFIGS, Study
 from vfasim.figure.views import bar_rows, curve_rows, implied_rows, sequence_fractions
@@ -51,8 +51,9 @@ class LatencyRatio:
 
 def latency_ratio(seq_len: int = 1024, granularity: str = "block", head_dim: int = 64,
                   fit: frozenset[str] = SHARE_CLAIMS, with_fa4: bool = False,
-                  grid: dict[str, tuple] = GRID, search: bool = True) -> LatencyRatio:
-    """Build the figure's bars and claims table from the paper configs; fit and scan when ``search``."""
+                  grid: dict[str, tuple] = GRID, search: bool = True, jobs: int = 1) -> LatencyRatio:
+    """Build the figure's bars and claims table from the paper configs; fit and scan when ``search``, over ``jobs``
+    processes (the same result for any number)."""
     _check(granularity, head_dim, fit)
     configs = {name: load_hw(name) for name in PAPER_CONFIGS}
     emulation = choose_emulation(configs, head_dim) if with_fa4 else {}
@@ -60,11 +61,11 @@ def latency_ratio(seq_len: int = 1024, granularity: str = "block", head_dim: int
     study = Study(configs, seq_len, variants, emulation=emulation)
     meas, curve = study.measurements(), study.exp_curve()
     rows = [r for g in GRANULARITIES for d in HEAD_DIMS for r in Evaluator(meas, curve, g, d).rows(paper_claims())]
-    ev = Evaluations(study)
-    fitted, best_all = bounded_fit(ev, set(fit), head_dim, grid) if fit and search else (None, None)
     params = params_of(configs)
     cells = [(g, d, g == "sequence") for g in GRANULARITIES for d in HEAD_DIMS]
-    classify(rows, scan(ev, params, cells) if search else {}, params)
+    found, scanned = fit_and_scan(Evaluations(study), fit, head_dim, grid, params, cells, jobs) if search else (None, {})
+    fitted, best_all = found or (None, None)
+    classify(rows, scanned, params)
     return LatencyRatio(
         params=params, fitted=fitted, best_all=best_all, fit=frozenset(fit), granularity=granularity,
         head_dim=head_dim,

@@ -37,6 +37,7 @@ GRID: dict[str, tuple] = {
     "o_in_cube": (False, True),
 }
 SCAN_POINTS = 14
+FIT_TASK = "bounded fit"  # fit_and_scan's task for the fit; the scan's tasks are named by their parameter
 MISS_CLASSES = ("impossible in any fixed-schedule model", "impossible with plausible costs",
                 "met only under another reading")
 UNSEARCHED = "not classified (no search)"
@@ -52,8 +53,8 @@ class Evaluations:
         self.study = study
         self.memo: dict[tuple, dict] = {}
 
-    def rows(self, p: ModelParams, g: str, d: int, with_latency: bool) -> list[dict]:
-        """Every (claim, reading) row at (g, d) with the paper configs set to ``p``."""
+    def rows(self, p: ModelParams, g: str, d: int, with_latency: bool, primary: bool = False) -> list[dict]:
+        """Every (claim, reading) row at (g, d) with the paper configs set to ``p`` (``primary``: its primary rows)."""
         meas: dict[tuple, dict] = {}
         for name, hw in self.study.configs.items():
             key = ("bars", name, relevant_key(p, hw), g, d, with_latency)
@@ -66,7 +67,7 @@ class Evaluations:
         if curve_key not in self.memo:
             self.memo[curve_key] = self.study.exp_curve({"C4V16": apply_params(c4, p)}, (float("inf"),),
                                                         with_latency, only=(g, d))
-        return Evaluator(meas, self.memo[curve_key], g, d).rows(paper_claims())
+        return Evaluator(meas, self.memo[curve_key], g, d).rows(paper_claims(), primary)
 
 
 def bounded_fit(ev: Evaluations, fit: set[str], d: int, grid: dict[str, tuple] = GRID) -> tuple[ModelParams, dict]:
@@ -81,7 +82,7 @@ def bounded_fit(ev: Evaluations, fit: set[str], d: int, grid: dict[str, tuple] =
     for values in itertools.product(*grid.values()):
         point: dict[str, Any] = dict(zip(grid, values))
         p = replace(ModelParams(), **point)
-        rows = primary_of(ev.rows(p, "block", d, False), "block", d)
+        rows = ev.rows(p, "block", d, False, primary=True)
         score, all_score = misfit(rows, fit), misfit(rows, every)
         if score < best_score:
             best, best_score = p, score
@@ -103,14 +104,18 @@ def row_key(r: dict) -> tuple:
     return r["claim"], r["reading"], r["granularity"], r["head_dim"]
 
 
-def scan(ev: Evaluations, p: ModelParams, cells: list[tuple[str, int, bool]]) -> dict[tuple, list[tuple]]:
-    """Row key -> [(parameter, value, met, primary claims met at that point)] over each parameter alone.
+def scan(ev: Evaluations, p: ModelParams, cells: list[tuple[str, int, bool]],
+         names: tuple[str, ...] | None = None) -> dict[tuple, list[tuple]]:
+    """Row key -> [(parameter, value, met, primary claims met at that point)] over each parameter alone (of ``names``,
+    default every one, in field order).
 
     Cells are (granularity, head dim, coarse): a coarse cell (the sequence runs, whose timing
     costs most) is searched at every other value.
     """
     out: dict[tuple, list[tuple]] = {}
     for f in fields(p):
+        if names is not None and f.name not in names:
+            continue
         values = scan_values(f.name)
         for i, value in enumerate(values):
             change: dict[str, Any] = {f.name: value}
@@ -123,6 +128,29 @@ def scan(ev: Evaluations, p: ModelParams, cells: list[tuple[str, int, bool]]) ->
                 for r in rows:
                     out.setdefault(row_key(r), []).append((f.name, value, r["met"], met, r["miss"]))
     return out
+
+
+def fit_and_scan(ev: Evaluations, fit: frozenset[str], d: int, grid: dict[str, tuple], p: ModelParams,
+                 cells: list[tuple[str, int, bool]], jobs: int = 1) -> tuple[tuple[ModelParams, dict] | None, dict]:
+    """``bounded_fit`` (None without ``fit``) and ``scan``, as tasks over ``jobs`` processes (the fit, and each
+    parameter's scan); the results are those of one process. In one process the tasks share ``ev``'s memo."""
+    from vfasim.exec import compute  # the local pool: workers ignore Ctrl-C and end with their parent
+
+    parts = ([FIT_TASK] if fit else []) + [f.name for f in fields(p)]
+    tasks = [(ev, part, fit, d, grid, p, cells) for part in parts]
+    done = dict(compute(_search_part, tasks, [f"vfasim-figure-{part}" for part in parts], "local", jobs, None))
+    scanned: dict[tuple, list[tuple]] = {}
+    for i, part in enumerate(parts):  # in parameter order, as one scan appends them
+        if part != FIT_TASK:
+            for key, points in done[i].items():
+                scanned.setdefault(key, []).extend(points)
+    return (done[0] if fit else None), scanned
+
+
+def _search_part(ev: Evaluations, part: str, fit: frozenset[str], d: int, grid: dict[str, tuple], p: ModelParams,
+                 cells: list[tuple[str, int, bool]]) -> Any:
+    """One task of ``fit_and_scan``: the bounded fit (``FIT_TASK``) or the scan of the parameter ``part``."""
+    return bounded_fit(ev, set(fit), d, grid) if part == FIT_TASK else scan(ev, p, cells, (part,))
 
 
 def needs(points: list[tuple], p: ModelParams) -> dict[str, tuple]:

@@ -28,10 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from vfasim.errors import VfasimError
 from vfasim.runner.api import engine_precision
 from vfasim.functional import Policy, Tiling, policy_for, run_engine
+from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig
-from vfasim.sim import simulate
+from vfasim.sim import Timeline, simulate
 from vfasim.sim.engine import op_cycles
 from vfasim.sim.stats import SHARE_CLASSES
 from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
@@ -46,7 +48,8 @@ STEADY = (6, 14)  # steps bounding the steady tiles of the block stream (sink an
 EXP_SCALES = (1.0, 2.0, 4.0, 8.0, 16.0, 64.0, float("inf"))  # the curve at block granularity; sequence: inf
 SEQUENCE_VARIANTS = ("fa2", "vfa")  # FA4 is compared per block only
 UNBOUNDED_EXP = 1e6  # an exp rate this many times the config's stands in for unbounded exp capacity
-_CLASS = np.array([OP_KINDS[k][0] for k in KIND_NAMES])
+#: per op kind code, its class's index in SHARE_CLASSES (len(SHARE_CLASSES): memory, in no share)
+_CLASS = np.array([(*SHARE_CLASSES, OP_KINDS[k][0]).index(OP_KINDS[k][0]) for k in KIND_NAMES])
 
 
 def variant_policy(name: str, emulation: float = 0.0) -> Policy:
@@ -54,23 +57,30 @@ def variant_policy(name: str, emulation: float = 0.0) -> Policy:
     return policy_for(algo, exp_emulation=emulation) if emulation else policy_for(algo)
 
 
-@lru_cache(maxsize=8)
-def _workload(granularity: str, head_dim: int, seq_len: int) -> tuple[Workload, np.ndarray, Tiling]:
+def _tiling(granularity: str, head_dim: int, seq_len: int) -> Tiling:
     if granularity == "block":
-        n = STREAM_BLOCKS * BLOCK
-        wl = make_workload("llm-like", n, head_dim, 1, 0)
-        return wl, wl.q[:, -BLOCK:], Tiling(BLOCK, n, head_dim, BLOCK, BLOCK, False)
-    wl = make_workload("llm-like", seq_len, head_dim, 1, 0)
-    return wl, wl.q, Tiling(seq_len, seq_len, head_dim, BLOCK, BLOCK, True)
+        return Tiling(BLOCK, STREAM_BLOCKS * BLOCK, head_dim, BLOCK, BLOCK, False)
+    return Tiling(seq_len, seq_len, head_dim, BLOCK, BLOCK, True)
+
+
+@lru_cache(maxsize=8)
+def _workload(granularity: str, head_dim: int, seq_len: int) -> tuple[Workload, np.ndarray]:
+    """The llm-like workload of the granularity's tiling, and its queries (the block stream: the last block's)."""
+    tiling = _tiling(granularity, head_dim, seq_len)
+    wl = make_workload("llm-like", tiling.kv_len, head_dim, 1, 0)
+    return wl, wl.q[:, -tiling.seq_len:]
 
 
 def make_trace(hw: HardwareConfig, variant: str, granularity: str, head_dim: int, seq_len: int,
                emulation: float = 0.0) -> Trace:
-    """The engine's trace of ``variant`` at one granularity on ``hw``'s formats."""
-    wl, q, tiling = _workload(granularity, head_dim, seq_len)
-    res = run_engine(q, wl.k, wl.v, tiling, variant_policy(variant, emulation), engine_precision(hw),
-                     o_in_place=hw.o_in_place)
-    return res.traced()
+    """The engine's trace of ``variant`` at one granularity on ``hw``'s formats (``trace_only``'s where it does
+    not depend on the data: the same trace, without the arithmetic)."""
+    tiling, policy = _tiling(granularity, head_dim, seq_len), variant_policy(variant, emulation)
+    precision = engine_precision(hw)
+    if data_independent(policy):
+        return trace_only(tiling, policy, precision, o_in_place=hw.o_in_place)
+    wl, q = _workload(granularity, head_dim, seq_len)
+    return run_engine(q, wl.k, wl.v, tiling, policy, precision, o_in_place=hw.o_in_place).traced()
 
 
 def _selection(trace: Trace, granularity: str) -> tuple[np.ndarray, int]:
@@ -80,20 +90,26 @@ def _selection(trace: Trace, granularity: str) -> tuple[np.ndarray, int]:
     return (trace.kblock >= 0) & (trace.step > lo) & (trace.step <= hi), hi - lo
 
 
-def busy(trace: Trace, hw: HardwareConfig, granularity: str) -> dict:
-    """Busy cycles per op class and per pipeline (per steady tile at block granularity)."""
-    pipe, cycles = op_cycles(trace, hw)
+def busy(trace: Trace, hw: HardwareConfig, granularity: str, timeline: Timeline | None = None) -> dict:
+    """Busy cycles per op class and per pipeline (per steady tile at block granularity); ``timeline``: the trace's
+    on ``hw``, whose ops' pipelines and durations are their prices."""
+    pipe, cycles = op_cycles(trace, hw) if timeline is None else (timeline.pipeline, timeline.durations)
     sel, n = _selection(trace, granularity)
-    out: dict[str, Any] = {c: float(cycles[sel & (_CLASS[trace.kind] == c)].sum()) / n for c in SHARE_CLASSES}
-    out["pipelines"] = {name: float(cycles[sel & (pipe == p)].sum()) / n / spec.units
-                        for p, (name, spec) in enumerate(hw.pipelines.items())}
+    pipe, cycles = pipe[sel], cycles[sel]
+    if int(cycles.sum()) >= 2**53:  # below it, float64 sums of the integer cycles are exact: the integer sums
+        raise VfasimError(f"{hw.name}: busy cycles past 2^53 would not sum exactly in float64")
+    by_class = np.bincount(_CLASS[trace.kind[sel]], weights=cycles, minlength=len(SHARE_CLASSES) + 1)
+    by_pipe = np.bincount(pipe[pipe >= 0], weights=cycles[pipe >= 0], minlength=len(hw.pipelines))
+    out: dict[str, Any] = {c: float(by_class[i]) / n for i, c in enumerate(SHARE_CLASSES)}
+    out["pipelines"] = {name: float(by_pipe[p]) / n / spec.units for p, (name, spec) in enumerate(hw.pipelines.items())}
     out["stacked"] = sum(out[c] for c in SHARE_CLASSES)
     return out
 
 
-def overlapped(trace: Trace, hw: HardwareConfig, granularity: str) -> float:
-    """Simulated latency of the pipelined schedule (the steady period per tile at block granularity)."""
-    timeline = simulate(trace, hw)
+def overlapped(trace: Trace, hw: HardwareConfig, granularity: str, timeline: Timeline | None = None) -> float:
+    """Simulated latency of the pipelined schedule (the steady period per tile at block granularity); ``timeline``:
+    the trace's on ``hw``, when already simulated."""
+    timeline = simulate(trace, hw, waits=False) if timeline is None else timeline
     if granularity == "sequence":
         return float(timeline.total_cycles)
     lo, hi = STEADY
@@ -102,8 +118,9 @@ def overlapped(trace: Trace, hw: HardwareConfig, granularity: str) -> float:
 
 
 def measure(trace: Trace, hw: HardwareConfig, granularity: str, with_latency: bool = True) -> dict:
-    m = busy(trace, hw, granularity)
-    m["overlapped"] = overlapped(trace, hw, granularity) if with_latency else float("nan")
+    timeline = simulate(trace, hw, waits=False) if with_latency else None
+    m = busy(trace, hw, granularity, timeline)
+    m["overlapped"] = overlapped(trace, hw, granularity, timeline) if timeline is not None else float("nan")
     m["bottleneck"] = max(m["pipelines"], key=m["pipelines"].get)
     m["vector_share"] = m["vector"] / m["stacked"]
     return m

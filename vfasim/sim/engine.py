@@ -104,8 +104,9 @@ class Timeline:
         return tuple(int(dur[self.pipeline == p].sum()) for p in range(n))
 
 
-def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> Timeline:
-    """Run ``trace`` on ``hw``; deterministic for equal inputs."""
+def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined", waits: bool = True) -> Timeline:
+    """Run ``trace`` on ``hw``; deterministic for equal inputs. ``waits=False`` leaves out the wait record (what each
+    op's start waited for; the critical path reads it), for a caller that needs only the spans."""
     check_schedule(schedule)
     pipe, cycles = op_cycles(trace, hw)
     order = issue_order(trace, hw, schedule)
@@ -117,7 +118,7 @@ def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> T
     del order, chain
     start = end - cycles
     del cycles
-    waited_on, wait_kind = _wait_record(trace, stream, buffer, turn, start, end, ready)
+    waited_on, wait_kind = _wait_record(trace, stream, buffer, turn, start, end, ready) if waits else (None, None)
     return Timeline(start, end, pipe, tuple(hw.pipelines), int(end.max(initial=0)), waited_on, wait_kind,
                     schedule, None if latency is None else ready)
 

@@ -51,6 +51,7 @@ from vfasim.io import interrupt
 from vfasim.runner.api import Options, run_plan, run_shared
 from vfasim.runner.options import applies_to
 from vfasim.errors import Interrupted, VfasimError
+from vfasim.exec import EXECUTORS, WorkLost, compute
 from vfasim.functional import ALGORITHMS
 from vfasim.hw import load_hw
 from vfasim.runner.inputs import check_plan, warn_if_long
@@ -59,14 +60,13 @@ from vfasim.io.outputs import check_folder_target
 from vfasim.sweep.axes import SCALES, Axis, hw_config, parse_set, run_keywords, scale_axis
 from vfasim.sweep.plots import SWEEP_FILES, write_sweep
 from vfasim.sweep.table import NA, format_sweep, sweep_frame
-from vfasim.sweep.exec import EXECUTORS, WorkLost, compute
 from vfasim.sweep.journal import JOURNAL, journal_writer, read_journal
 
 if TYPE_CHECKING:
     from dask import distributed
 
-#: what does not decide a point's result: the command line, reports and the sweep's own package
-NOT_MODEL = ("allocator.py", "cli.py", "__main__.py")
+#: what does not decide a point's result: the command line, reports, where tasks run and the sweep's own package
+NOT_MODEL = ("allocator.py", "cli.py", "__main__.py", "exec.py")
 NOT_MODEL_FOLDERS = ("report/", "sweep/")
 @dataclass(frozen=True)
 class Point:

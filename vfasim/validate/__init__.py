@@ -268,7 +268,7 @@ def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs:
     whose trace is the data's, chip and clock may differ too) make one task, which predicts them on every tier inside one
     ``reuse`` scope: their traces, unit layouts, unit timings and identical runs are made once
     (``tests/test_validate.py`` checks the predictions against runs without a scope)."""
-    from vfasim.sweep.exec import compute  # the sweep's pool: workers ignore Ctrl-C and end with their parent
+    from vfasim.exec import compute  # the local pool: workers ignore Ctrl-C and end with their parent
 
     chips = {chip_name(r) for r in rows}
     configs = [{c: tier.get(c) or load_hw(c) for c in chips} for tier in tiers]

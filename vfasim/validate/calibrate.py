@@ -130,7 +130,7 @@ def _golden(f: Callable[[float], float], lo: float, hi: float) -> float:
 def fit_all(rows: list[Row], jobs: int = 1, per_group: int | None = None) -> list[Fitted]:
     """Every (chip, kernel) fit in chip and ``CHIP_KERNELS`` order, the fits spread over ``jobs`` processes (each
     fit's trials in one process, which reuses its rows' work from trial to trial), those with most rows first."""
-    from vfasim.sweep.exec import compute  # the sweep's pool: workers ignore Ctrl-C and end with their parent
+    from vfasim.exec import compute  # the local pool: workers ignore Ctrl-C and end with their parent
 
     pairs = [(c, s) for c in sorted({CHIPS[r.chip] for r in rows}) for s in CHIP_KERNELS]
     size = Counter((chip_name(r), _kernel_name(r)) for r in rows if r.fit)

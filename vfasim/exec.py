@@ -1,4 +1,5 @@
-"""Where a sweep's work runs: in this process, in a pool of local processes, or on a Dask cluster.
+"""Where independent tasks run (a sweep's points, validate's rows and fits, the figure's search): in this process,
+in a pool of local processes, or on a Dask cluster.
 
 The executors are generic: a task is a function and its arguments, and each result comes back
 with its task's index as soon as it is done, in whatever order the tasks finish.
