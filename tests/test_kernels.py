@@ -219,3 +219,35 @@ def test_a_head_dim_computes_at_the_next_compiled_one_with_its_real_columns_move
     doc["head_dims"] = [64, 32]
     with pytest.raises(ValueError, match="ascending order"):
         Kernel.model_validate(doc)
+
+
+def test_a_tiles_measured_cta_cost_applies_where_no_fitted_overhead_replaces_it():
+    # the triton tiles carry their measured per-CTA cycles; a chip with no fitted unit_overhead_cycles for the kernel
+    # (tier 1, or a chip never fitted) adds them to every CTA, and a fitted figure replaces them
+    from vfasim.hw.chip import KernelTuning
+    from vfasim.validate import spec_only, with_tuning
+
+    triton = load_kernel("triton")
+    rule = triton.tile(128, "16bit", False)
+    assert rule.cta_cycles is not None and rule.cta_cycles > 0
+    assert triton.tile(128, "8bit", False).cta_cycles != rule.cta_cycles  # measured per format class
+    assert KernelTuning().overhead(rule.cta_cycles) == rule.cta_cycles
+    assert KernelTuning(unit_overhead_cycles=0).overhead(rule.cta_cycles) == 0
+    h100 = load_hw("H100-SXM")
+    tier1 = spec_only(h100)
+    kw = dict(seq_len=1024, head_dim=128, heads=66, batch=1, causal=False, kernel=triton, numerics_heads=0)
+    measured = vfasim.run(tier1, "fa2", **kw).latency_cycles
+    none = vfasim.run(with_tuning(tier1, "triton", unit_overhead_cycles=0), "fa2", **kw).latency_cycles
+    fitted = vfasim.run(with_tuning(tier1, "triton", unit_overhead_cycles=rule.cta_cycles), "fa2", **kw).latency_cycles
+    assert measured == fitted > none  # the same cycles, whichever way they arrive; 4 waves of CTAs pay them
+    shipped = h100.chip.kernel_tuning["triton"].unit_overhead_cycles  # type: ignore[union-attr]
+    unmeasured = triton.model_copy(update={"tiles": [t.model_copy(update={"cta_cycles": None}) for t in triton.tiles]})
+    assert shipped is not None and vfasim.run(h100, "fa2", **kw).latency_cycles == vfasim.run(
+        h100, "fa2", **(kw | {"kernel": unmeasured})).latency_cycles  # shipped: the fitted figure, whatever the tile
+
+
+def test_a_negative_cta_cost_is_refused_in_one_line():
+    raw = yaml.safe_load((KERNELS / "triton.yaml").read_text())
+    raw["tiles"][0]["cta_cycles"] = -1
+    with pytest.raises(Exception, match="cta_cycles"):
+        Kernel.model_validate(raw)

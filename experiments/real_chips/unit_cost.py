@@ -8,7 +8,10 @@ on an H100 (``--table``: the H200's, ``units_h200_2026_11``). The model runs the
 its fitted per-CTA overhead set to 0 (``unit_overhead_cycles``; the measured tensor efficiency kept). A line
 fitted to latency against key blocks per CTA, over the lengths from ``FROM_SEQ`` on, gives a slope (the cost of one
 more key block in every CTA: waves x the time of a tile) and an intercept (the launch plus waves x the per-CTA
-cost beside the tiles). Writes DIR/unit_cost[_<chip>].csv and .md (default DIR: experiments/real_chips/out).
+cost beside the tiles). The gap between the measured intercept and the model's without its fitted overhead, over
+the waves, is what a CTA costs beyond the ops the model prices, in cycles of the config's clock (``cta_cycles``: the
+``triton`` tile rules' ``cta_cycles``, ``kernels/triton.yaml``). Writes DIR/unit_cost[_<chip>].csv and .md (default
+DIR: experiments/real_chips/out).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 TABLE = HERE.parents[1] / "validation" / "units_h100_2026_11" / "units.csv"
 FROM_SEQ = 512  # the line is fitted from here on: shorter runs have too little work per CTA to be on it
 COLUMNS = ("head_dim", "dtype", "block_k", "slope_us", "model_slope_us", "model0_slope_us", "intercept_us",
-           "model_intercept_us", "model0_intercept_us", "errors")
+           "model_intercept_us", "model0_intercept_us", "waves", "cta_cycles", "errors")
 
 
 def measured(table: Path = TABLE) -> dict[tuple[int, str], list[dict]]:
@@ -56,16 +59,20 @@ def compare(head_dim: int, dtype: str, rows: list[dict]) -> dict:
     block_k = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False).block_k
     seq = np.array([int(r["seq_len"]) for r in rows])
     tiles, us = seq / block_k, np.array([float(r["value"]) for r in rows])
-    model = {}
+    model, waves = {}, set()
     for name, cfg in (("model", hw), ("model0", no_overhead)):
-        model[name] = np.array([run(cfg, "fa2", seq_len=int(r["seq_len"]), head_dim=head_dim, heads=int(r["heads"]),
-                                    causal=False, kernel=kernel, matmul_format=FORMATS[dtype],
-                                    numerics_heads=0).latency_us for r in rows])
+        runs = [run(cfg, "fa2", seq_len=int(r["seq_len"]), head_dim=head_dim, heads=int(r["heads"]), causal=False,
+                    kernel=kernel, matmul_format=FORMATS[dtype], numerics_heads=0) for r in rows]
+        model[name] = np.array([res.latency_us for res in runs])
+        waves |= {int(res.chip["waves"]) for res in runs}  # type: ignore[call-overload]
+    if len(waves) != 1:
+        raise SystemExit(f"head dim {head_dim} {dtype}: the rows run in {sorted(waves)} waves, not one count")
     (s, i), (ms, mi), (zs, zi) = line(tiles, us, seq), line(tiles, model["model"], seq), line(tiles, model["model0"], seq)
     errors = " ".join(f"{n}:{(m - x) / x:+.2f}" for n, m, x in zip(seq, model["model"], us))
+    n = waves.pop()
     return {"head_dim": head_dim, "dtype": dtype, "block_k": block_k, "slope_us": s, "model_slope_us": ms,
             "model0_slope_us": zs, "intercept_us": i, "model_intercept_us": mi, "model0_intercept_us": zi,
-            "errors": errors}
+            "waves": n, "cta_cycles": int(round((i - zi) / n * hw.clock_ghz * 1e3)), "errors": errors}
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -81,7 +88,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for r in got:
         print(f"d{r['head_dim']} {r['dtype']:<9} per key block (all CTAs): measured {r['slope_us']:.2f} us, model "
               f"{r['model_slope_us']:.2f} | intercept: measured {r['intercept_us']:.1f} us, model {r['model_intercept_us']:.1f} "
-              f"(no fitted overhead {r['model0_intercept_us']:.1f}) | model error by K/V length {r['errors']}")
+              f"(no fitted overhead {r['model0_intercept_us']:.1f}; a CTA's cycles beyond the model's ops "
+              f"{r['cta_cycles']}, {r['waves']} waves) | model error by K/V length {r['errors']}")
     return got
 
 

@@ -180,7 +180,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     slots = streams // group
     split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
     splits = min(geo.splits, geo.n_kblocks) or split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
-    plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.unit_overhead_cycles)
+    plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.overhead(rule.cta_cycles))
     digest = trace.digest() if reusing() else ""  # the trace's identity in the keys of what is reused (``reuse``)
     launch = cached(("launch", digest, geo, group, splits), lambda: build_launch(trace, rows, kv_key, label, splits))
     busy = busy_by_pipeline(trace, priced, unit_weights(trace, launch), len(core.pipelines))

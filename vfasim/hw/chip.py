@@ -14,7 +14,8 @@ Assumptions:
   independent and loads cost only what the core's own data mover charges.
 - A kernel style runs the core's ops at their configured rates, except that
   ``kernel_tuning.<style>.tensor_efficiency`` scales the tensor pipelines and
-  ``unit_overhead_cycles`` adds a fixed exposed cost to every work unit; a style
+  ``unit_overhead_cycles`` (fitted; absent: the kernel tile's measured ``cta_cycles``) adds a fixed exposed cost
+  to every work unit; a style
   whose warps read their matmul operands from shared memory (``fa2``) also pays
   those reads at ``core_limits.shared_read_bytes_per_cycle`` (``chip.styles``).
 - ``register_bytes``, when given, holds a stream's score, P and O-accumulator
@@ -84,8 +85,14 @@ class KernelTuning(_Strict):
     tensor_efficiency: float = Field(default=1.0, strict=True, gt=0, le=1, description="Fraction of the tensor "
                                      "pipeline's peak rate the style's matmul instructions sustain (e.g. mma.sync on "
                                      "Hopper)")
-    unit_overhead_cycles: int = Field(default=0, strict=True, ge=0, le=MAX_CYCLES, description="Fixed cycles per work "
-                                      "unit beyond its ops (block launch, prologue, epilogue), exposed like a latency")
+    unit_overhead_cycles: int | None = Field(
+        default=None, strict=True, ge=0, le=MAX_CYCLES, description="Fixed cycles per work unit beyond its ops (block "
+        "launch, prologue, epilogue), exposed like a latency, fitted; absent: the kernel tile's measured cta_cycles "
+        "(none where it gives none)")
+
+    def overhead(self, cta_cycles: int | None) -> int:
+        """A unit's fixed cycles: the fitted figure, else the tile's measured ``cta_cycles``, else none."""
+        return self.unit_overhead_cycles if self.unit_overhead_cycles is not None else cta_cycles or 0
 
 
 class ChipSpec(_Strict):

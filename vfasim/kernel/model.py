@@ -76,6 +76,10 @@ class TileRule(_Strict):
                                 "so no op runs ahead of the one before it): its tensor, vector, exp and memory ops take "
                                 "turns within the stream, each after the previous one's result; a copy's turn is its "
                                 "time on the memory pipe, its data then streams at the core's rates")
+    cta_cycles: int | None = Field(
+        strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of this tile spends beyond the ops the "
+        "model prices (its prologue and epilogue), measured; a chip's fitted kernel_tuning unit_overhead_cycles "
+        "replaces it; absent: none")
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
 
     @model_validator(mode="after")

@@ -12,7 +12,7 @@ read them; nothing is written to the configs by the fit itself.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,10 +99,10 @@ def _fit_style(rows: list[Row], chip: str, style: str, jobs: int, per_group: int
     return Fitted(chip, style, values, at_bound(values, kept), len(mine), loss(), kept)
 
 
-def at_bound(values: dict[str, float], kept: tuple[str, ...] = ()) -> list[str]:
+def at_bound(values: Mapping[str, float | None], kept: tuple[str, ...] = ()) -> list[str]:
     """Names of the fitted values within 1% of either end of their fit range."""
-    return [n for n, (lo, hi) in RANGES.items()
-            if n not in kept and min(values[n] - lo, hi - values[n]) <= 0.01 * (hi - lo)]
+    return [n for n, (lo, hi) in RANGES.items()  # None: not set (a measured figure stands in)
+            if n not in kept and (v := values[n]) is not None and min(v - lo, hi - v) <= 0.01 * (hi - lo)]
 
 
 def _tuned(base: HardwareConfig, style: str, values: dict[str, float]) -> HardwareConfig:

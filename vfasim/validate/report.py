@@ -99,7 +99,8 @@ def format_report(doc: dict) -> str:
     lines.append("")
     lines.append("error = (model - measured) / measured of the table's quantity (TFLOP/s or latency); MAPE = mean "
                  "|error|; bias = mean error")
-    lines.append("tier 1 uses no fitted parameter (the configs' kernel_tuning removed); tier 2 the configs as shipped")
+    lines.append("tier 1 uses no fitted parameter (the configs' kernel_tuning removed but for measured figures; kernels' "
+                 "measured per-CTA cycles stand in for a fitted overhead); tier 2 the configs as shipped")
     lines.append(f"fit rows: seq_len in {doc['fit_seq_lens']} of verified tables; every other row is held out")
     lines.append(_compared_line(doc["compared"]))
     lines += [f"tuning in the configs: {chip} {style}: {vals}" for (chip, style), vals in _tuning_items(doc)]
@@ -130,7 +131,7 @@ def _compared_line(compared: list[dict]) -> str:
 def _tuning_items(doc: dict) -> Iterator[tuple[tuple[str, str], str]]:
     for key, vals in sorted(doc["tuning"].items()):
         chip, style = key.split("/")
-        text = ", ".join(f"{k} {v:g}" for k, v in vals.items() if k != "at_bound")
+        text = ", ".join(f"{k} {v:g}" for k, v in vals.items() if k != "at_bound" and v is not None)
         yield (chip, style), text + (f" (at bound: {', '.join(vals['at_bound'])})" if vals["at_bound"] else "")
 
 
