@@ -50,13 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chain-against", default="triton_vfa_attn,triton_dots",
                     help="the kernels the chain phase times against Triton FA2, comma-separated (of triton_vfa_attn, "
                          "triton_vsa_attn, triton_dots)")
+    ap.add_argument("--units-kernels", default="triton_fa2",
+                    help="the kernels the units phase times, comma-separated (of triton_fa2, sdpa_flash, sdpa_cudnn; "
+                         "SDPA's in fp16 only)")
     ap.add_argument("--chain-rows", type=int, default=128, help="query rows per head in the chain phase (128: the "
                     "prefill tile; 16 or fewer: the decode tile)")
     ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
                     help="comma-separated; also 'loop' (the loop without its softmax at every head dim and format, "
                          "into micro.csv), 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
                          "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
-                         "without its softmax on the FA3-regime grid), 'units' (Triton FA2 at a fixed CTA count, growing K/V), "
+                         "without its softmax on the FA3-regime grid), 'units' (Triton FA2, or the kernels --units-kernels names, "
+                         "at a fixed CTA count, growing K/V), "
                          "'pairs' (Triton FA2 and VFA's kernel timed in alternation on the FA3-regime grid, pairs.csv), 'chain' "
                          "(FA2 against VFA's kernel and against its loop without the softmax, with 1 CTA, one per SM and two per "
                          "SM at a growing K/V length, chain.csv) and "
@@ -69,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= a.chain_rows <= 128:
         ap.error(f"--chain-rows must be 1 to 128, got {a.chain_rows}")
     against = tuple(a.chain_against.split(","))
+    unknown_units = set(a.units_kernels.split(",")) - {"triton_fa2", "sdpa_flash", "sdpa_cudnn"}
+    if unknown_units or not a.units_kernels:
+        ap.error(f"--units-kernels: unknown kernel(s) {', '.join(sorted(unknown_units)) or '(none given)'} "
+                 "(valid: triton_fa2, sdpa_flash, sdpa_cudnn)")
     bad = set(against) - {"triton_vfa_attn", "triton_vsa_attn", "triton_dots"}
     if bad or not a.chain_against:
         ap.error(f"--chain-against: unknown kernel(s) {', '.join(sorted(bad)) or '(none given)'} "
@@ -209,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             grid = A.fa3_regime((64, 128), (512, 4096)) if a.quick else A.fa3_regime()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16", "bf16", "fp8_e4m3"))
         if "units" in phases:
-            runner.run_units(A.units_grid(), ("fp16", "fp8_e4m3"))
+            runner.run_units(A.units_grid(), ("fp16", "fp8_e4m3"), tuple(a.units_kernels.split(",")))
         if "floor" in phases:
             grid = A.fa3_regime((64, 128), (512, 4096)) if a.quick else A.fa3_regime()
             runner.run_floor(grid, ("fp16", "bf16", "fp8_e4m3"))
@@ -290,15 +298,25 @@ class CaseRunner:
             "seq_len_q": case.seq_q, "mode": case.mode, "metric": "latency", "value": round(t.median_us, 3),
             "unit": "us", "spread_pct": round(t.spread_pct, 2), "reps": t.reps})
 
-    def run_units(self, grid, dtypes) -> None:
-        """The Triton FA2 kernel on ``A.units_grid``: a fixed number of CTAs, each walking more key blocks."""
+    def run_units(self, grid, dtypes, kernels=("triton_fa2",)) -> None:
+        """``kernels`` (Triton FA2, SDPA's flash or cuDNN backend; SDPA in 16-bit formats only) on ``A.units_grid``: a
+        fixed number of CTAs, each walking more key blocks."""
         for case in grid:
             inp, parts = A.Inputs(case, seed=hash(case.key()) & 0xFFFF), []
             for dt in dtypes:
                 q, k, v = inp.get(dt)
-                t = self.timer.time(A.triton_calls("fa2", q, k, v, case.causal)["triton_fa2"])
-                self.add(case, "triton_fa2", dt, t)
-                parts.append(f"{dt}={t.median_us:.1f}")
+                for kernel in kernels:
+                    if kernel != "triton_fa2" and dt not in ("fp16", "bf16"):
+                        continue
+                    try:
+                        call = A.triton_calls("fa2", q, k, v, case.causal)["triton_fa2"] if kernel == "triton_fa2" \
+                            else A.sdpa_call(kernel, q, k, v, case.causal)
+                    except RuntimeError as e:
+                        self.skip(case, kernel, dt, str(e))
+                        continue
+                    t = self.timer.time(call)
+                    self.add(case, kernel, dt, t)
+                    parts.append(f"{kernel}/{dt}={t.median_us:.1f}")
                 inp.drop(dt)
             self.log(f"units H{case.heads} n{case.seq_k} d{case.head_dim}: " + " ".join(parts))
 

@@ -171,8 +171,8 @@ def test_loop_efficiency_solves_the_matmul_rate_through_the_model_and_is_the_shi
 def test_unit_cost_splits_measured_and_modelled_time_into_tiles_and_ctas():
     study = _script("real_chips", "unit_cost")
     groups = study.measured()
-    assert sorted(groups) == [(d, dt) for d in (64, 128, 256) for dt in ("fp16", "fp8_e4m3")]
-    rows = groups[(64, "fp8_e4m3")]
+    assert sorted(groups) == [("triton_fa2", d, dt) for d in (64, 128, 256) for dt in ("fp16", "fp8_e4m3")]
+    rows = groups[("triton_fa2", 64, "fp8_e4m3")]
     assert [int(r["seq_len"]) for r in rows] == [128, 256, 512, 1024, 2048, 4096]
     assert len({int(r["heads"]) * int(r["seq_len"]) for r in rows}) == 1  # the same CTAs at every length
     r = study.compare(64, "fp8_e4m3", rows)

@@ -1,17 +1,19 @@
-"""The Triton FA2 kernel's time split into a cost per key-block tile and a cost per CTA: measured and modelled.
+"""A kernel's time split into a cost per key-block tile and a cost per CTA: measured and modelled.
 
 Usage: python experiments/real_chips/unit_cost.py [--table validation/units_h200_2026_11/units.csv] [--out DIR]
 
-Reads ``validation/units_h100_2026_11/units.csv``: the same number of CTAs (1,056 query blocks of 128 rows) at K/V
-lengths 128–4096, so each CTA walks 1–64 key blocks, per head dim (64, 128, 256) and format (fp16, fp8_e4m3), timed
-on an H100 (``--table``: the H200's, ``units_h200_2026_11``). The model runs the same shapes on the table's chip with the ``triton`` kernel twice: as shipped, and with
-its fitted per-CTA overhead set to 0 (``unit_overhead_cycles``; the measured tensor efficiency kept). A line
+Reads ``validation/units_h100_2026_11/units.csv``: the Triton FA2 kernel with the same number of query rows (1,056
+blocks of 128) at K/V lengths 128–4096, so each CTA walks 1–64 key blocks, per head dim (64, 128, 256) and format
+(fp16, fp8_e4m3), timed on an H100 (``--table``: the H200's, ``units_h200_2026_11``; SDPA's flash and cuDNN backends
+in fp16, ``units_sdpa_h100_2026_11``). The model runs the same shapes on the table's chip with the kernel
+description that claims each table kernel (``triton``, ``fa2``, ``cudnn``) twice: as shipped, and with its fitted
+per-CTA overhead set to 0 (``unit_overhead_cycles``; its tensor efficiency kept). A line
 fitted to latency against key blocks per CTA, over the lengths from ``FROM_SEQ`` on, gives a slope (the cost of one
 more key block in every CTA: waves x the time of a tile) and an intercept (the launch plus waves x the per-CTA
 cost beside the tiles). The gap between the measured intercept and the model's without its fitted overhead, over
 the waves, is what a CTA costs beyond the ops the model prices, in cycles of the config's clock (``cta_cycles``: the
-``triton`` tile rules' ``cta_cycles``, ``kernels/triton.yaml``). Writes DIR/unit_cost[_<chip>].csv and .md (default
-DIR: experiments/real_chips/out).
+tile rules' ``cta_cycles``, ``kernels/*.yaml``). Writes DIR/<table folder>.csv and .md (default DIR:
+experiments/real_chips/out; the H100 Triton table's stem stays ``unit_cost``).
 """
 
 from __future__ import annotations
@@ -25,23 +27,22 @@ import numpy as np
 from vfasim import run
 from vfasim.formats import MATMUL_FORMATS, format_class
 from vfasim.hw import load_hw
-from vfasim.kernel import load_kernel
 from vfasim.report.tables import write_table
-from vfasim.validate import CHIPS, FORMATS, with_tuning
+from vfasim.validate import CHIPS, FORMATS, kernel_for, with_tuning
 
 HERE = Path(__file__).resolve().parent
 TABLE = HERE.parents[1] / "validation" / "units_h100_2026_11" / "units.csv"
 FROM_SEQ = 512  # the line is fitted from here on: shorter runs have too little work per CTA to be on it
-COLUMNS = ("head_dim", "dtype", "block_k", "slope_us", "model_slope_us", "model0_slope_us", "intercept_us",
+COLUMNS = ("kernel", "head_dim", "dtype", "block_k", "slope_us", "model_slope_us", "model0_slope_us", "intercept_us",
            "model_intercept_us", "model0_intercept_us", "waves", "cta_cycles", "errors")
 
 
-def measured(table: Path = TABLE) -> dict[tuple[int, str], list[dict]]:
-    """Rows per (head dim, format), by K/V length."""
-    out: dict[tuple[int, str], list[dict]] = {}
+def measured(table: Path = TABLE) -> dict[tuple[str, int, str], list[dict]]:
+    """Rows per (table kernel, head dim, format), by K/V length."""
+    out: dict[tuple[str, int, str], list[dict]] = {}
     with table.open() as f:
         for r in csv.DictReader(f):
-            out.setdefault((int(r["head_dim"]), r["dtype"]), []).append(r)
+            out.setdefault((r["kernel"], int(r["head_dim"]), r["dtype"]), []).append(r)
     return {k: sorted(v, key=lambda r: int(r["seq_len"])) for k, v in out.items()}
 
 
@@ -52,10 +53,11 @@ def line(tiles: np.ndarray, us: np.ndarray, seq: np.ndarray) -> tuple[float, flo
 
 
 def compare(head_dim: int, dtype: str, rows: list[dict]) -> dict:
-    hw = load_hw(CHIPS[rows[0]["chip"]])
-    shipped = hw.chip.kernel_tuning["triton"]  # type: ignore[union-attr]
-    no_overhead = with_tuning(hw, "triton", tensor_efficiency=shipped.tensor_efficiency, unit_overhead_cycles=0)
-    kernel = load_kernel("triton")
+    hw, kernel = load_hw(CHIPS[rows[0]["chip"]]), kernel_for(rows[0]["kernel"])
+    if kernel is None:
+        raise SystemExit(f"{rows[0]['kernel']}: no kernel description claims it")
+    shipped = hw.chip.kernel_tuning[kernel.name]  # type: ignore[union-attr]
+    no_overhead = with_tuning(hw, kernel.name, tensor_efficiency=shipped.tensor_efficiency, unit_overhead_cycles=0)
     block_k = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False).block_k
     seq = np.array([int(r["seq_len"]) for r in rows])
     tiles, us = seq / block_k, np.array([float(r["value"]) for r in rows])
@@ -70,7 +72,7 @@ def compare(head_dim: int, dtype: str, rows: list[dict]) -> dict:
     (s, i), (ms, mi), (zs, zi) = line(tiles, us, seq), line(tiles, model["model"], seq), line(tiles, model["model0"], seq)
     errors = " ".join(f"{n}:{(m - x) / x:+.2f}" for n, m, x in zip(seq, model["model"], us))
     n = waves.pop()
-    return {"head_dim": head_dim, "dtype": dtype, "block_k": block_k, "slope_us": s, "model_slope_us": ms,
+    return {"kernel": rows[0]["kernel"], "head_dim": head_dim, "dtype": dtype, "block_k": block_k, "slope_us": s, "model_slope_us": ms,
             "model0_slope_us": zs, "intercept_us": i, "model_intercept_us": mi, "model0_intercept_us": zi,
             "waves": n, "cta_cycles": int(round((i - zi) / n * hw.clock_ghz * 1e3)), "errors": errors}
 
@@ -81,12 +83,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--out", type=Path, default=HERE / "out")
     args = p.parse_args(argv)
     groups = measured(args.table)
-    got = [compare(d, dt, rows) for (d, dt), rows in sorted(groups.items())]
+    got = [compare(d, dt, rows) for (_, d, dt), rows in sorted(groups.items())]
     chip = CHIPS[next(iter(groups.values()))[0]["chip"]]
-    stem = "unit_cost" if chip == "H100-SXM" else f"unit_cost_{chip.lower()}"
+    stem = "unit_cost" if args.table == TABLE else \
+        f"unit_cost_{chip.lower()}" if args.table.parent.name == "units_h200_2026_11" else args.table.parent.name
     write_table([{c: r[c] for c in COLUMNS} for r in got], COLUMNS, args.out / stem)
     for r in got:
-        print(f"d{r['head_dim']} {r['dtype']:<9} per key block (all CTAs): measured {r['slope_us']:.2f} us, model "
+        print(f"{r['kernel']} d{r['head_dim']} {r['dtype']:<9} per key block (all CTAs): measured {r['slope_us']:.2f} us, model "
               f"{r['model_slope_us']:.2f} | intercept: measured {r['intercept_us']:.1f} us, model {r['model_intercept_us']:.1f} "
               f"(no fitted overhead {r['model0_intercept_us']:.1f}; a CTA's cycles beyond the model's ops "
               f"{r['cta_cycles']}, {r['waves']} waves) | model error by K/V length {r['errors']}")
