@@ -33,6 +33,9 @@ chip:
   core_limits:
     buffer_bytes: 1000000  # assumed, because a test
     max_streams: 1  # assumed, because a test
+  kernel_tuning:  # the toy's units pay their ops only, not the fa2 tiles' measured per-CTA cycles
+    fa2:
+      unit_overhead_cycles: 0  # assumed, because a test
 """
 HBM = "hbm: {{bandwidth_gb_per_s: {bw}, latency_cycles: 100}}"
 # one unit of the toy launch: a 64-row query block of a 192-key non-causal head at d 64 (fp16 in, fp32 out)

@@ -112,6 +112,8 @@ class ChipResult:
     l2_port_bytes: float
     prepass_cycles: int = 0  # the key-summary launch before the main one (VFA with a prepass kernel)
     unit_timing: UnitTiming | None = None  # how a unit's ops were timed on its core (``core_ops`` repeats it)
+    unit_overhead_cycles: int = 0  # the fixed cycles each unit paid beyond its ops
+    unit_overhead_from: str = "none"  # where they come from: fitted (the chip's tuning), measured (the tile's) or none
 
 
 @dataclass(frozen=True)
@@ -203,8 +205,10 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     first = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else 0
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
         + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first
+    origin = "fitted" if tuning.unit_overhead_cycles is not None else "measured" if rule.cta_cycles else "none"
     return replace(_totals(plan, launch, busy, times, combine, int(np.ceil(end - 1e-9)), geo.flops),
-                   prepass_cycles=first, unit_timing=timing)
+                   prepass_cycles=first, unit_timing=timing, unit_overhead_cycles=plan.overhead,
+                   unit_overhead_from=origin)
 
 
 def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileShape, kernel: Kernel) -> int:

@@ -16,7 +16,8 @@ def format_chip_run(doc: dict) -> str:
         + (" (no resource busy half the time: a tail, exposed latency or each stream's own serial chain)"
            if chip["bound"] == "launch" else "")),
         (f"launch    {chip['units']:,} units ({chip['splits']} split(s) per row), {chip['streams_per_core']} "
-        f"stream(s) per core, {chip['waves']} wave(s)"),
+        f"stream(s) per core, {chip['waves']} wave(s); {chip['unit_overhead_cycles']:,} cycles a unit beside its ops "
+        f"({_OVERHEAD_FROM[chip['unit_overhead_from']]})"),
         (f"memory    HBM {chip['hbm_bytes'] / 1e6:,.1f} MB ({chip['achieved_hbm_tbps']:.2f} TB/s)   "
         f"L2 hits {chip['l2_bytes'] / 1e6:,.1f} MB (L2 port {chip['achieved_l2_tbps']:.2f} TB/s)"),
         "util      " + "  ".join(f"{k} {v:6.1%}" for k, v in chip["utilization"].items()),
@@ -37,6 +38,10 @@ def format_chip_run(doc: dict) -> str:
     lines.append(f"trace {doc['manifest']['trace_digest'][:16]} ({doc['manifest']['trace_scope']})  "
                  f"hw {doc['manifest']['hw_digest']}")
     return "\n".join(lines)
+
+
+_OVERHEAD_FROM = {"fitted": "fitted: the chip's kernel_tuning", "measured": "measured: the kernel tile's cta_cycles",
+                  "none": "none given"}
 
 
 def _roofline(line: dict) -> str:

@@ -363,6 +363,7 @@ def chip_summary(res: ChipResult, config: HardwareConfig, kernel: str, dispatch:
         "achieved_l2_tbps": res.l2_port_bytes / seconds / 1e12 if seconds else 0.0,
         "bound": res.bound,
         "prepass_cycles": res.prepass_cycles, "prepass_us": res.prepass_cycles / (config.clock_ghz * 1e3),
+        "unit_overhead_cycles": res.unit_overhead_cycles, "unit_overhead_from": res.unit_overhead_from,
         "utilization": {k.removeprefix("class_"): v for k, v in res.utilization.items() if k.startswith("class_")},
         "unit_bounds": unit_bound_counts(res.times),
         "numerics_heads": used,

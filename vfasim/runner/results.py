@@ -148,6 +148,8 @@ class ChipFigures(TypedDict, total=False):
     bound: str
     prepass_cycles: int
     prepass_us: float
+    unit_overhead_cycles: int  # fixed cycles each unit paid beyond its ops
+    unit_overhead_from: str  # fitted (the chip's kernel_tuning), measured (the tile's cta_cycles) or none
     utilization: dict[str, float]
     unit_bounds: dict[str, int]
     numerics_heads: Sequence[int]
