@@ -366,7 +366,7 @@ def regime(p: Prediction) -> str:
 
 def spec_only(config: HardwareConfig) -> HardwareConfig:
     """Tier 1: ``config`` with no fitted per-kernel tuning (every kernel at its datasheet or microbenchmark rates,
-    no fixed cost); the values ``MEASURED`` names are kept."""
+    each CTA paying only its tile's measured ``cta_cycles``); the values ``MEASURED`` names are kept."""
     from vfasim.hw.chip import KernelTuning
 
     if config.chip is None or not config.chip.kernel_tuning:
