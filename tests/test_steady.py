@@ -47,7 +47,7 @@ def test_shifted_runs_end_as_relaxed_rows(case):
 def test_engine_traces_end_as_relaxed_rows(monkeypatch, algo, causal, schedule, latency):
     hw = load_hw("C4V16").model_copy(update={"result_latency": latency})
     trace = trace_only(Tiling(4096, 4096, 64, 64, 64, causal), policy_for(algo), engine_precision(hw))
-    monkeypatch.setattr(closed_form, "_STEADY_ROWS", 0)  # so short a trace is otherwise relaxed row by row
+    monkeypatch.setattr(closed_form, "_STEADY_OPS", 0)  # so short a trace is otherwise relaxed row by row
     shifted = []
     extend = closed_form.try_extend
     monkeypatch.setattr(closed_form, "try_extend", lambda *a: shifted.append(extend(*a)) or shifted[-1])

@@ -63,7 +63,7 @@ import numpy as np
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim.closed_form import end_cycles
 from vfasim.sim.schedule import (BUFFER, DATA, SCHEDULES, STREAM, TURN, buffer_predecessors, check_schedule,
-                                 issue_order, op_cycles, op_latency, schedule_edges, stream_chains, stream_order,
+                                 issue_order, op_cycles, op_latency, schedule_edges, stream_order, stream_predecessors,
                                  turn_predecessors)
 from vfasim.trace import Trace
 
@@ -109,12 +109,12 @@ def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> T
     check_schedule(schedule)
     pipe, cycles = op_cycles(trace, hw)
     order = issue_order(trace, hw, schedule)
-    stream, chain = stream_chains(pipe, order, hw, schedule, trace.row)
+    stream = stream_predecessors(pipe, order, hw, schedule, trace.row)
     buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
     turn = turn_predecessors(pipe, order, hw, schedule, trace.row)
     latency = op_latency(trace, hw, cycles)
-    end, ready = end_cycles(trace, order, cycles, stream, chain, buffer, turn, schedule, latency)
-    del order, chain
+    end, ready = end_cycles(trace, order, cycles, stream, buffer, turn, schedule, latency)
+    del order
     start = end - cycles
     del cycles
     waited_on, wait_kind = _wait_record(trace, stream, buffer, turn, start, end, ready)
