@@ -39,11 +39,12 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 from vfasim.hw.config import HardwareConfig
-from vfasim.sim.engine import Timeline
+from vfasim.sim.engine import Timeline, sums_by
 from vfasim.sim.schedule import DATA, EDGE_KINDS, TURN, check_schedule
 from vfasim.trace import KIND_NAMES, Trace
 
 IDLE = "idle"
+_CHUNK = 1 << 16  # ops whose record is checked at a time
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,16 +89,17 @@ def _wait_record(trace: Trace, timeline: Timeline, schedule: str) -> tuple[np.nd
         raise VfasimError(f"timeline does not match the trace/schedule: {timeline.end_cycles.size} ops "
                           f"timed {timeline.schedule or 'by an unnamed schedule'}, asked for {len(trace)} "
                           f"ops {schedule}")
-    waited = np.flatnonzero(waited_on >= 0)
-    parent = waited_on[waited]
-    ready = timeline.end_cycles[parent]
-    if timeline.ready_cycles is not None:  # a data or turn edge waits for the result, ready after its latency
-        ready = np.where(np.isin(wait_kind[waited], (DATA, TURN)), timeline.ready_cycles[parent], ready)
-    late = ready != timeline.start_cycles[waited]
-    if np.any(late):
-        i = int(waited[np.flatnonzero(late)[0]])
-        raise VfasimError(f"timeline does not match its record: op {i} does not start when op "
-                          f"{waited_on[i]}, which it waited for, ends")
+    for lo in range(0, waited_on.size, _CHUNK):  # a chunk at a time: small temporaries
+        at = slice(lo, lo + _CHUNK)
+        parent, kind = waited_on[at], wait_kind[at]
+        ready = timeline.end_cycles[parent]  # -1 (none) reads the last op's: left out below
+        if timeline.ready_cycles is not None:  # a data or turn edge waits for the result, ready after its latency
+            ready = np.where((kind == DATA) | (kind == TURN), timeline.ready_cycles[parent], ready)
+        late = (parent >= 0) & (ready != timeline.start_cycles[at])
+        if np.any(late):
+            i = lo + int(np.flatnonzero(late)[0])
+            raise VfasimError(f"timeline does not match its record: op {i} does not start when op "
+                              f"{waited_on[i]}, which it waited for, ends")
     return waited_on, wait_kind
 
 
@@ -118,12 +120,10 @@ def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: np.ndarray) -> CriticalPath:
-    dur = timeline.durations
+    dur = timeline.durations[path]
     names = timeline.pipeline_names
-    on_path = timeline.pipeline[path]
-    running = on_path >= 0
-    crit = np.bincount(on_path[running], weights=dur[path][running], minlength=len(names)).astype(np.int64)
-    idle = timeline.total_cycles - int(dur[path].sum())
+    crit = sums_by(timeline.pipeline[path], dur, len(names))
+    idle = timeline.total_cycles - int(dur.sum())
     if idle < 0:
         raise VfasimError("critical path is longer than the latency: ops on the path overlap")
     by_pipeline = {**{name: int(crit[p]) for p, name in enumerate(names)}, IDLE: idle}
@@ -133,7 +133,7 @@ def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: n
     edge_counts = np.bincount(bound_kind[path[1:]], minlength=len(EDGE_KINDS))
     return CriticalPath(
         latency_cycles=timeline.total_cycles, ops=path, by_pipeline=by_pipeline,
-        by_kind=_by_kind(trace.kind[path], dur[path]), pipelines=pipelines,
+        by_kind=_by_kind(trace.kind[path], dur), pipelines=pipelines,
         bound_by={k: int(c) for k, c in zip(EDGE_KINDS, edge_counts)},
         bottleneck=max(names, key=lambda n: by_pipeline[n]) if names else IDLE)
 
@@ -144,6 +144,6 @@ def _pipeline_entry(critical: int, busy: int, latency: int) -> dict[str, float]:
 
 
 def _by_kind(kinds: np.ndarray, dur: np.ndarray) -> dict[str, int]:
-    cycles = np.bincount(kinds, weights=dur, minlength=len(KIND_NAMES)).astype(np.int64)
+    cycles = sums_by(kinds, dur, len(KIND_NAMES))
     order = sorted((k for k in range(len(KIND_NAMES)) if cycles[k] > 0), key=lambda k: (-cycles[k], k))
     return {KIND_NAMES[k]: int(cycles[k]) for k in order}

@@ -93,15 +93,24 @@ class Timeline:
 
     @functools.cached_property
     def busy_cycles(self) -> tuple[int, ...]:
-        """Per pipeline (as ``pipeline_names``), the cycles it runs ops: the sum of their durations.
+        """Per pipeline (as ``pipeline_names``), the cycles it runs ops: the sum of their durations."""
+        return tuple(sums_by(self.pipeline, self.durations, len(self.pipeline_names)).tolist())
 
-        Summed in one pass where float64 holds every partial sum exactly (all durations together below
-        2^53), else pipeline by pipeline in integers; both are the exact sums."""
-        dur, n = self.durations, len(self.pipeline_names)
-        if int(dur.sum()) < 2**53:
-            running = self.pipeline >= 0
-            return tuple(int(c) for c in np.bincount(self.pipeline[running], weights=dur[running], minlength=n)[:n])
-        return tuple(int(dur[self.pipeline == p].sum()) for p in range(n))
+
+def sums_by(codes: np.ndarray, values: np.ndarray | None, size: int) -> np.ndarray:
+    """Per code in [0, size), the exact int64 sum of the ``values`` (non-negative integers; None: ones) of the ops
+    with that code; code -1 is left out. Summed a chunk at a time in float64 where it holds every partial sum
+    exactly (all values together below 2^53), else code by code in integers."""
+    out = np.zeros(size + 1, np.int64)  # entry 0: code -1
+    if values is not None and int(values.sum()) >= 2**53:
+        for code in range(size):
+            out[code + 1] = values[codes == code].sum()
+        return out[1:]
+    for lo in range(0, codes.size, _CHUNK):
+        shifted = codes[lo:lo + _CHUNK].astype(np.intp) + 1
+        weights = None if values is None else values[lo:lo + _CHUNK]
+        out += np.bincount(shifted, weights, minlength=size + 1).astype(np.int64)
+    return out[1:]
 
 
 def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> Timeline:
