@@ -127,22 +127,48 @@ def _price(hw: HardwareConfig, kind: str, dtype: str) -> tuple[float, ...]:
 
 
 def issue_order(trace: Trace, hw: HardwareConfig, schedule: str) -> np.ndarray:
-    """Op ids in the order the schedule issues them (see the module notes)."""
+    """Op ids (int32) in the order the schedule issues them (see the module notes)."""
     check_schedule(schedule)
     if schedule == "serial":
         return np.arange(len(trace), dtype=np.int32)
-    return stream_order(trace, hw.score_buffers).astype(np.int32)
+    return stream_order(trace, hw.score_buffers)
 
 
 def stream_order(trace: Trace, buffers: int) -> np.ndarray:
-    """Op ids in software-pipelined issue order with ``buffers`` tiles in flight."""
-    new_tile = np.ones(len(trace), bool)  # the op begins a (row, step) group
-    new_tile[1:] = (trace.row[1:] != trace.row[:-1]) | (trace.step[1:] != trace.step[:-1])
-    seen = np.cumsum(new_tile & (trace.kblock >= 0))  # tiles begun so far, in issue order
-    slot = np.maximum.accumulate(np.where(trace.step == 0, seen, seen - 1))
-    stage = trace.stage.astype(np.int64)
-    key = (slot + np.minimum(stage, buffers - 1)) * 256 + stage
-    return np.argsort(key, kind="stable")
+    """Op ids (int32) in software-pipelined issue order with ``buffers`` tiles in flight.
+
+    A counting sort by (slot, stage), each stage's ops taken in trace order: within one stage the slots never
+    decrease in trace order, so an op's place is its rank among its stage's ops plus the ops of earlier
+    (slot, stage) buckets less those of its own stage in earlier slots."""
+    slot = _slots(trace)
+    slot += np.minimum(trace.stage, min(buffers - 1, 255))  # stages fit uint8
+    by_stage = np.argsort(trace.stage, kind="stable")  # a radix sort: each stage's ops in trace order
+    ends = np.cumsum(np.bincount(trace.stage))  # where each stage's ops end in by_stage
+    blocks = [(int(a), int(z)) for a, z in zip(np.concatenate([[0], ends[:-1]]), ends) if z > a]
+    counts = np.zeros((int(slot.max(initial=0)) + 1, len(blocks)), np.int64)  # ops per (slot, stage)
+    for s, (a, z) in enumerate(blocks):
+        counts[:, s] = np.bincount(slot[by_stage[a:z]], minlength=counts.shape[0])
+    before = np.cumsum(counts.ravel()).reshape(counts.shape) - counts  # ops in earlier (slot, stage) buckets
+    before -= np.cumsum(counts, axis=0) - counts  # less those of the same stage in earlier slots
+    order = np.empty(len(trace), np.int32)
+    for s, (a, z) in enumerate(blocks):
+        for lo in range(a, z, _CHUNK):  # a chunk at a time: small temporaries
+            ops = by_stage[lo:min(lo + _CHUNK, z)]
+            order[np.arange(lo - a, lo - a + ops.size) + before[slot[ops], s]] = ops
+    return order
+
+
+def _slots(trace: Trace) -> np.ndarray:
+    """Per op (int32), the index of its tile among the tiles in trace order: a prelude op takes its row's next
+    tile's, an epilogue op its last one's, so the index never decreases in trace order."""
+    begins = np.empty(len(trace), bool)  # the op begins a (row, step) group
+    begins[:1] = True
+    np.not_equal(trace.row[1:], trace.row[:-1], out=begins[1:])
+    begins[1:] |= trace.step[1:] != trace.step[:-1]
+    begins &= trace.kblock >= 0
+    slot = np.cumsum(begins, dtype=np.int32)  # tiles begun so far, this op's included
+    slot -= trace.step != 0
+    return np.maximum.accumulate(slot, out=slot)
 
 
 def stream_predecessors(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, schedule: str,
