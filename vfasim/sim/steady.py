@@ -24,7 +24,7 @@ from array import array
 
 import numpy as np
 
-SETTLE = 2  # periods relaxed one by one at a run's start before its steady state is checked
+SETTLE = 4  # periods relaxed one by one at a run's start before its steady state is checked (engine traces: 3-4)
 TRIES = 4  # check points tried per run, a period apart
 MIN_PERIODS = 8  # shorter runs are relaxed one by one
 _CHUNK = 1 << 16  # ops compared at a time
