@@ -297,15 +297,17 @@ class TraceBuilder:
 
     def _resolve_deps(self, keys: np.ndarray, new_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """CSR dependency arrays in issue order, each op's dependencies sorted by id."""
-        target = _positions(keys, self._deps["key"].take(), self.n_rows * self.n_slots)
-        ops = self._deps["op"].take()
-        pairs = np.empty(target.size, np.int64)  # owner * 2^32 + target (ids < 2^31): sorted, by owner, then target
-        for lo in range(0, pairs.size, _CHUNK):  # a chunk at a time: small temporaries
-            pair = new_pos[ops[lo:lo + _CHUNK]].astype(np.int64)
-            pair <<= 32
-            pair |= target[lo:lo + _CHUNK]
-            pairs[lo:lo + pair.size] = pair
-        del ops, target
+        positions = _KeyPositions(keys, self.n_rows * self.n_slots)
+        pairs = np.empty(self._deps["op"].size, np.int64)  # owner * 2^32 + target (ids < 2^31): by owner, then target
+        done = 0
+        for ops, wanted in zip(self._deps["op"].take_chunks(), self._deps["key"].take_chunks(), strict=True):
+            for lo in range(0, ops.size, _CHUNK):  # a chunk at a time: small temporaries
+                pair = new_pos[ops[lo:lo + _CHUNK]].astype(np.int64)
+                pair <<= 32
+                pair |= positions.of(wanted[lo:lo + _CHUNK])
+                pairs[done:done + pair.size] = pair
+                done += pair.size
+        del positions
         pairs.sort(kind="stable")  # the same values in order: the stable sort merges the emitters' sorted runs
         dep_ptr = np.zeros(keys.size + 1, np.int64)
         for lo in range(0, pairs.size, _CHUNK):  # each owner's count, from its sorted run of pairs
@@ -316,37 +318,41 @@ class TraceBuilder:
         return dep_ptr, pairs.astype(np.int32)  # the low 32 bits: the target
 
 
-def _positions(keys: np.ndarray, wanted: np.ndarray, n_groups: int) -> np.ndarray:
-    """Position of each ``wanted`` key in the sorted, distinct ``keys``; a key never emitted is refused.
+class _KeyPositions:
+    """Position of a key in the sorted, distinct ``keys``; a key never emitted is refused.
 
     A key is group (row, slot) × kinds + kind, and a group holds at most one op of each kind. Where
     the key space is not much larger than the trace, each group's first position and each key's rank
     in its group (-1: none) are tabled, so a key is found with two look-ups, not a binary search.
     """
-    n_kinds = len(KIND_NAMES)
-    space = n_groups * n_kinds
-    if space > 8 * keys.size + (1 << 22):
-        target = np.searchsorted(keys, wanted)
-        if target.size and not np.array_equal(keys[np.minimum(target, keys.size - 1)], wanted):
+
+    def __init__(self, keys: np.ndarray, n_groups: int) -> None:
+        self.keys, self.space = keys, n_groups * len(KIND_NAMES)
+        self.first: np.ndarray | None = None
+        if self.space > 8 * keys.size + (1 << 22):
+            return
+        n_kinds = len(KIND_NAMES)
+        self.first = np.zeros(n_groups, np.int32)  # each group's first position
+        self.rank = np.full(self.space, -1, np.int8)  # each key's place in its group (fewer than 128 kinds), -1: none
+        for lo in range(0, keys.size, _CHUNK):  # a chunk at a time: small temporaries
+            group = keys[lo:lo + _CHUNK] // n_kinds
+            heads = np.flatnonzero(np.diff(group, prepend=keys[lo - 1] // n_kinds if lo else -1))  # groups begun here
+            self.first[group[heads]] = lo + heads
+            self.rank[keys[lo:lo + _CHUNK]] = lo + np.arange(group.size, dtype=np.int32) - self.first[group]
+
+    def of(self, wanted: np.ndarray) -> np.ndarray:
+        """The positions of the ``wanted`` keys."""
+        if self.first is None:
+            found = np.searchsorted(self.keys, wanted)
+            emitted = found.size == 0 or np.array_equal(self.keys[np.minimum(found, self.keys.size - 1)], wanted)
+        else:
+            emitted = wanted.size == 0 or (wanted.min() >= 0 and wanted.max() < self.space)
+            at = self.rank[wanted] if emitted else wanted
+            emitted = emitted and not np.any(at < 0)
+            found = self.first[wanted // len(KIND_NAMES)] + at if emitted else wanted
+        if not emitted:
             raise VfasimError("invalid trace: a dependency names an op that was never emitted")
-        return target
-    first = np.zeros(n_groups, np.int32)  # each group's first position
-    rank = np.full(space, -1, np.int8)  # each key's place in its group (fewer than 128 kinds), -1: none
-    for lo in range(0, keys.size, _CHUNK):  # a chunk at a time: small temporaries
-        group = keys[lo:lo + _CHUNK] // n_kinds
-        heads = np.flatnonzero(np.diff(group, prepend=keys[lo - 1] // n_kinds if lo else -1))  # groups begun here
-        first[group[heads]] = lo + heads
-        rank[keys[lo:lo + _CHUNK]] = lo + np.arange(group.size, dtype=np.int32) - first[group]
-    if wanted.size and (wanted.min() < 0 or wanted.max() >= space):
-        raise VfasimError("invalid trace: a dependency names an op that was never emitted")
-    target = np.empty(wanted.size, np.int32)
-    for lo in range(0, wanted.size, _CHUNK):
-        key = wanted[lo:lo + _CHUNK]
-        at = rank[key]
-        if np.any(at < 0):
-            raise VfasimError("invalid trace: a dependency names an op that was never emitted")
-        target[lo:lo + key.size] = first[key // n_kinds] + at
-    return target
+        return found
 
 
 class _Column:
@@ -373,8 +379,13 @@ class _Column:
 
     def take(self) -> np.ndarray:
         """Everything appended, as one array; the column is empty afterwards."""
+        chunks = self.take_chunks()
+        return np.concatenate(chunks) if chunks else np.empty(0, self.dtype)
+
+    def take_chunks(self) -> list[np.ndarray]:
+        """Everything appended, as the arrays it is held in (columns appended alike are held alike); the column is
+        empty afterwards."""
         if self._chunks:
             self._chunks[-1] = self._chunks[-1][:self._used]
-        out = np.concatenate(self._chunks) if self._chunks else np.empty(0, self.dtype)
-        self._chunks, self._used, self.size = [], 0, 0
-        return out
+        chunks, self._chunks, self._used, self.size = self._chunks, [], 0, 0
+        return chunks

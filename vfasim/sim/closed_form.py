@@ -117,13 +117,17 @@ def _predecessor_table(trace: _Graph, order: np.ndarray, stream: np.ndarray, buf
     n = len(trace)
     pos = np.empty(n, np.int32)
     pos[order] = np.arange(n, dtype=np.int32)
-    n_data = np.diff(trace.dep_ptr).astype(np.int32)
-    width = max(1, int((n_data + (stream >= 0) + (buffer >= 0) + (turn >= 0)).max(initial=0)))
+    width = 1  # the most predecessors of an op
+    for lo in range(0, n, _PLACE_CHUNK):
+        part = slice(lo, lo + _PLACE_CHUNK)
+        count = np.diff(trace.dep_ptr[lo:lo + _PLACE_CHUNK + 1]) + (stream[part] >= 0) + (buffer[part] >= 0)
+        width = max(width, int((count + (turn[part] >= 0)).max(initial=0)))
     table = np.zeros((n, width), np.int32, order="F")
     column = table.T.reshape(-1)  # a view: column c of position i at c * n + i
     for lo in range(0, n, _PLACE_CHUNK):
         ops = order[lo:lo + _PLACE_CHUNK]  # the ops issued at positions lo, lo + 1, ...
-        first, col = trace.dep_ptr[ops], n_data[ops]
+        first = trace.dep_ptr[ops]
+        col = (trace.dep_ptr[ops + 1] - first).astype(np.int32)  # data dependencies
         for j in range(int(col.max(initial=0))):
             at = np.flatnonzero(col > j)
             column[j * n + lo + at] = pos[trace.dep_idx[first[at] + j]] + 1

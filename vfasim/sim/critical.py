@@ -39,8 +39,9 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 from vfasim.hw.config import HardwareConfig
-from vfasim.sim.engine import Timeline, sums_by
+from vfasim.sim.engine import Timeline
 from vfasim.sim.schedule import DATA, EDGE_KINDS, TURN, check_schedule
+from vfasim.sim.sums import sums_by
 from vfasim.trace import KIND_NAMES, Trace
 
 IDLE = "idle"

@@ -65,6 +65,7 @@ from vfasim.sim.closed_form import end_cycles
 from vfasim.sim.schedule import (BUFFER, DATA, SCHEDULES, STREAM, TURN, buffer_predecessors, check_schedule,
                                  issue_order, op_cycles, op_latency, schedule_edges, stream_order, stream_predecessors,
                                  turn_predecessors)
+from vfasim.sim.sums import sums_by
 from vfasim.trace import Trace
 
 __all__ = ["SCHEDULES", "Timeline", "op_cycles", "schedule_edges", "simulate", "stream_order"]
@@ -95,22 +96,6 @@ class Timeline:
     def busy_cycles(self) -> tuple[int, ...]:
         """Per pipeline (as ``pipeline_names``), the cycles it runs ops: the sum of their durations."""
         return tuple(sums_by(self.pipeline, self.durations, len(self.pipeline_names)).tolist())
-
-
-def sums_by(codes: np.ndarray, values: np.ndarray | None, size: int) -> np.ndarray:
-    """Per code in [0, size), the exact int64 sum of the ``values`` (non-negative integers; None: ones) of the ops
-    with that code; code -1 is left out. Summed a chunk at a time in float64 where it holds every partial sum
-    exactly (all values together below 2^53), else code by code in integers."""
-    out = np.zeros(size + 1, np.int64)  # entry 0: code -1
-    if values is not None and int(values.sum()) >= 2**53:
-        for code in range(size):
-            out[code + 1] = values[codes == code].sum()
-        return out[1:]
-    for lo in range(0, codes.size, _CHUNK):
-        shifted = codes[lo:lo + _CHUNK].astype(np.intp) + 1
-        weights = None if values is None else values[lo:lo + _CHUNK]
-        out += np.bincount(shifted, weights, minlength=size + 1).astype(np.int64)
-    return out[1:]
 
 
 def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined") -> Timeline:

@@ -34,6 +34,7 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 from vfasim.hw.config import FUSED, HardwareConfig
+from vfasim.sim.sums import sums_by
 from vfasim.trace import BUFFERS, DTYPES, KIND_NAMES, OP_KINDS, Trace
 
 SCHEDULES = ("pipelined", "serial")
@@ -137,24 +138,33 @@ def issue_order(trace: Trace, hw: HardwareConfig, schedule: str) -> np.ndarray:
 def stream_order(trace: Trace, buffers: int) -> np.ndarray:
     """Op ids (int32) in software-pipelined issue order with ``buffers`` tiles in flight.
 
-    A counting sort by (slot, stage), each stage's ops taken in trace order: within one stage the slots never
-    decrease in trace order, so an op's place is its rank among its stage's ops plus the ops of earlier
-    (slot, stage) buckets less those of its own stage in earlier slots."""
-    slot = _slots(trace)
-    slot += np.minimum(trace.stage, min(buffers - 1, 255))  # stages fit uint8
-    by_stage = np.argsort(trace.stage, kind="stable")  # a radix sort: each stage's ops in trace order
-    ends = np.cumsum(np.bincount(trace.stage))  # where each stage's ops end in by_stage
-    blocks = [(int(a), int(z)) for a, z in zip(np.concatenate([[0], ends[:-1]]), ends) if z > a]
-    counts = np.zeros((int(slot.max(initial=0)) + 1, len(blocks)), np.int64)  # ops per (slot, stage)
-    for s, (a, z) in enumerate(blocks):
-        counts[:, s] = np.bincount(slot[by_stage[a:z]], minlength=counts.shape[0])
+    A counting sort by (slot, stage), each stage's ops in trace order: within one stage the slots never decrease
+    in trace order, so an op's place is its rank among its stage's ops, plus the ops of earlier (slot, stage)
+    buckets, less those of its own stage in earlier slots."""
+    n = len(trace)
+    stages = np.flatnonzero(sums_by(trace.stage, None, 256))  # stages fit uint8
+    if n == 0:
+        return np.empty(0, np.int32)
+    code = np.zeros(256, np.int8 if stages.size < 128 else np.int32)
+    code[stages] = np.arange(stages.size)
+    bucket = _slots(trace)  # becomes (slot + min(stage, B - 1)) × stages + the stage's code
+    bucket += np.minimum(trace.stage, min(buffers - 1, 255))
+    bucket *= stages.size
+    for lo in range(0, n, _CHUNK):
+        bucket[lo:lo + _CHUNK] += code[trace.stage[lo:lo + _CHUNK]]
+    counts = sums_by(bucket, None, (int(bucket.max(initial=0)) // stages.size + 1) * stages.size)
+    counts = counts.reshape(-1, stages.size)
     before = np.cumsum(counts.ravel()).reshape(counts.shape) - counts  # ops in earlier (slot, stage) buckets
     before -= np.cumsum(counts, axis=0) - counts  # less those of the same stage in earlier slots
-    order = np.empty(len(trace), np.int32)
-    for s, (a, z) in enumerate(blocks):
-        for lo in range(a, z, _CHUNK):  # a chunk at a time: small temporaries
-            ops = by_stage[lo:min(lo + _CHUNK, z)]
-            order[np.arange(lo - a, lo - a + ops.size) + before[slot[ops], s]] = ops
+    before = before.ravel()
+    order, placed = np.empty(n, np.int32), np.zeros(stages.size, np.int64)  # each stage's ops placed so far
+    for lo in range(0, n, _CHUNK):  # a chunk at a time: small temporaries
+        at, stage = before[bucket[lo:lo + _CHUNK]], code[trace.stage[lo:lo + _CHUNK]]
+        for s in range(stages.size):
+            mine = np.flatnonzero(stage == s)
+            at[mine] += placed[s] + np.arange(mine.size)
+            placed[s] += mine.size
+        order[at] = np.arange(lo, lo + at.size, dtype=np.int32)
     return order
 
 

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from vfasim.hw.config import HardwareConfig
-from vfasim.sim.engine import Timeline, sums_by
+from vfasim.sim.engine import Timeline
 from vfasim.sim.schedule import EDGE_KINDS
+from vfasim.sim.sums import sums_by
 from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
 
 if TYPE_CHECKING:
