@@ -46,6 +46,8 @@ from vfasim.trace import KIND_NAMES, Trace
 
 IDLE = "idle"
 _CHUNK = 1 << 16  # ops whose record is checked at a time
+_STEPS = 1 << 20  # path ops followed one by one before the walk jumps
+_JUMP_BITS = 3  # the walk then follows 2^3 links at a time
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,18 +107,45 @@ def _wait_record(trace: Trace, timeline: Timeline, schedule: str) -> tuple[np.nd
 
 
 def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Op ids from the first path op to the one that ends last (lowest id on a tie)."""
+    """Op ids from the first path op to the one that ends last (lowest id on a tie).
+
+    The first ``_STEPS`` links are followed one by one; a longer path (a pipeline busy throughout, millions of
+    ops) is then followed ``2^_JUMP_BITS`` links at a time, through a table of each op's ancestor that many links
+    back, and the ops between filled in with one array look-up per link."""
     if end.size == 0:
         return np.empty(0, np.int64)
-    links = np.ascontiguousarray(bound, np.int32).data  # a memoryview: no Python int per op, unlike tolist()
+    links = np.ascontiguousarray(bound, np.int32)
     op = int(np.argmax(end))  # argmax returns the lowest id on a tie
     path = array("q", [op])  # 8 bytes a path op
-    append = path.append
-    for _ in range(len(links)):  # a path without a cycle has fewer links than ops
-        op = links[op]
+    append, view = path.append, links.data  # a memoryview: no Python int per op, unlike tolist()
+    for _ in range(min(_STEPS, len(links))):  # a path without a cycle has fewer links than ops
+        op = view[op]
         if op < 0:
             return np.frombuffer(path, np.int64)[::-1].copy()
         append(op)
+    rest = _jumped(links, op)
+    return np.concatenate([np.frombuffer(path, np.int64)[:-1], rest])[::-1].copy()
+
+
+def _jumped(links: np.ndarray, op: int) -> np.ndarray:
+    """The path from ``op`` on (op first), followed ``2^_JUMP_BITS`` links at a time."""
+    n, stride = links.size, 1 << _JUMP_BITS
+    link = np.append(links, n)  # n: no predecessor, its own
+    link[link < 0] = n
+    jump = link
+    for _ in range(_JUMP_BITS):
+        jump = jump[jump]  # each op's ancestor twice as far back
+    marks = array("q", [op])  # every stride-th path op
+    mark, hop = marks.append, jump.data
+    for _ in range(n // stride + 1):
+        op = hop[op]
+        if op == n:
+            rows = [np.frombuffer(marks, np.int64)]
+            for _ in range(stride - 1):
+                rows.append(link[rows[-1]])
+            between = np.stack(rows, axis=1).ravel()  # each mark, then the ops up to the next
+            return between[:np.argmax(between == n)] if between[-1] == n else between
+        mark(op)
     raise VfasimError("timeline's record of what ops waited on has a cycle")
 
 
