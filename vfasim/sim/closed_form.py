@@ -112,8 +112,8 @@ def _predecessor_table(trace: _Graph, order: np.ndarray, stream: np.ndarray, buf
                        turn: np.ndarray) -> np.ndarray:
     """Per issue position, predecessor positions + 1 (0 = none).
 
-    The table is column-major (every pass over it reads one column at a time) and is written in
-    issue order, ``_PLACE_CHUNK`` positions at a time (small temporaries)."""
+    The table is column-major (every pass over it reads one column at a time) and is written ``_PLACE_CHUNK``
+    ops at a time (small temporaries)."""
     n = len(trace)
     pos = np.empty(n, np.int32)
     pos[order] = np.arange(n, dtype=np.int32)
@@ -124,18 +124,16 @@ def _predecessor_table(trace: _Graph, order: np.ndarray, stream: np.ndarray, buf
         width = max(width, int((count + (turn[part] >= 0)).max(initial=0)))
     table = np.zeros((n, width), np.int32, order="F")
     column = table.T.reshape(-1)  # a view: column c of position i at c * n + i
-    for lo in range(0, n, _PLACE_CHUNK):
-        ops = order[lo:lo + _PLACE_CHUNK]  # the ops issued at positions lo, lo + 1, ...
-        first = trace.dep_ptr[ops]
-        col = (trace.dep_ptr[ops + 1] - first).astype(np.int32)  # data dependencies
-        for j in range(int(col.max(initial=0))):
-            at = np.flatnonzero(col > j)
-            column[j * n + lo + at] = pos[trace.dep_idx[first[at] + j]] + 1
-        for preds in (stream[ops], buffer[ops], turn[ops]):  # stream, buffer, turn, after the data dependencies
-            held = preds >= 0
-            at = np.flatnonzero(held)
-            column[col[at].astype(np.int64) * n + lo + at] = pos[preds[at]] + 1
-            col = col + held
+    for lo in range(0, n, _PLACE_CHUNK):  # ops lo, lo + 1, ... (by id: their dependencies are one slice)
+        ptr = trace.dep_ptr[lo:lo + _PLACE_CHUNK + 1]
+        count, at = np.diff(ptr), pos[lo:lo + ptr.size - 1].astype(np.int64)  # at: each op's position
+        deps = trace.dep_idx[ptr[0]:ptr[-1]]
+        first = np.repeat(ptr[:-1] - ptr[0], count)  # where each dependency's op's first one lies in deps
+        column[(np.arange(deps.size) - first) * n + np.repeat(at, count)] = pos[deps] + 1
+        for preds in (stream[lo:lo + at.size], buffer[lo:lo + at.size], turn[lo:lo + at.size]):  # after the data
+            held = np.flatnonzero(preds >= 0)
+            column[count[held] * n + at[held]] = pos[preds[held]] + 1
+            count[held] += 1
     return table
 
 
