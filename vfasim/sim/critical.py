@@ -131,10 +131,11 @@ def _jumped(links: np.ndarray, op: int) -> np.ndarray:
     """The path from ``op`` on (op first), followed ``2^_JUMP_BITS`` links at a time."""
     n, stride = links.size, 1 << _JUMP_BITS
     link = np.append(links, n)  # n: no predecessor, its own
-    link[link < 0] = n
-    jump = link
-    for _ in range(_JUMP_BITS):
-        jump = jump[jump]  # each op's ancestor twice as far back
+    link[:n][links < 0] = n
+    jump, spare = link[link], np.empty_like(link)
+    for _ in range(_JUMP_BITS - 1):
+        jump, spare = np.take(jump, jump, out=spare), jump  # each op's ancestor twice as far back
+    del spare
     marks = array("q", [op])  # every stride-th path op
     mark, hop = marks.append, jump.data
     for _ in range(n // stride + 1):
