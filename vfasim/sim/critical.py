@@ -123,31 +123,38 @@ def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
         if op < 0:
             return np.frombuffer(path, np.int64)[::-1].copy()
         append(op)
-    rest = _jumped(links, op)
-    return np.concatenate([np.frombuffer(path, np.int64)[:-1], rest])[::-1].copy()
+    rest = _jumped(links, op)[::-1]  # the path's first ops, in time order
+    walked = np.frombuffer(path, np.int64)[-2::-1]
+    return np.concatenate([rest, walked])
 
 
 def _jumped(links: np.ndarray, op: int) -> np.ndarray:
     """The path from ``op`` on (op first), followed ``2^_JUMP_BITS`` links at a time."""
     n, stride = links.size, 1 << _JUMP_BITS
-    link = np.append(links, n)  # n: no predecessor, its own
-    link[:n][links < 0] = n
+    link = np.empty(n + 1, np.int32)  # int32, as the ids
+    link[:n] = links
+    link[np.flatnonzero(links < 0)] = link[n] = n  # n: no predecessor, its own
     jump, spare = link[link], np.empty_like(link)
-    for _ in range(_JUMP_BITS - 1):
-        jump, spare = np.take(jump, jump, out=spare), jump  # each op's ancestor twice as far back
+    for _ in range(_JUMP_BITS - 1):  # each op's ancestor twice as far back
+        for lo in range(0, n + 1, _CHUNK):  # a chunk at a time: no temporary as large as the table
+            spare[lo:lo + _CHUNK] = jump[jump[lo:lo + _CHUNK]]
+        jump, spare = spare, jump
     del spare
     marks = array("q", [op])  # every stride-th path op
     mark, hop = marks.append, jump.data
     for _ in range(n // stride + 1):
         op = hop[op]
         if op == n:
-            rows = [np.frombuffer(marks, np.int64)]
-            for _ in range(stride - 1):
-                rows.append(link[rows[-1]])
-            between = np.stack(rows, axis=1).ravel()  # each mark, then the ops up to the next
-            return between[:np.argmax(between == n)] if between[-1] == n else between
+            break
         mark(op)
-    raise VfasimError("timeline's record of what ops waited on has a cycle")
+    else:
+        raise VfasimError("timeline's record of what ops waited on has a cycle")
+    del hop, jump
+    rows: list[np.ndarray] = [np.frombuffer(marks, np.int64)]
+    for _ in range(stride - 1):
+        rows.append(link[rows[-1]])
+    between = np.stack(rows, axis=1).ravel()  # each mark, then the ops up to the next
+    return between[:np.argmax(between == n)] if between[-1] == n else between
 
 
 def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: np.ndarray) -> CriticalPath:
