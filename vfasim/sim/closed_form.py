@@ -57,9 +57,9 @@ def end_cycles(trace: Trace, order: np.ndarray, cycles: np.ndarray, stream: np.n
     """(end, ready) of every op (by op id), visited in ``order`` (the issue order) where it is topological.
 
     ``stream``, ``buffer`` and ``turn`` give each op's stream, buffer and turn predecessor (-1 if none).
-    ``latency``: the cycles each op's result arrives after it ends (None: none
-    is late); ``ready`` is ``end + latency``, when its data dependents and the op taking its turn after it may
-    start (``end`` itself without).
+    ``latency``: the cycles each op's result arrives after it ends (None: none is late); ``ready`` is
+    ``end + latency``, when its data dependents and the op taking its turn after it may start (``end`` itself
+    without).
     """
     n = len(trace)
     graph = _Graph(trace.dep_ptr, trace.dep_idx, trace.kind, trace.row, trace.step, trace.kblock, n)
