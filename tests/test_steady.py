@@ -1,4 +1,4 @@
-"""The closed-form pass's steady state: runs of repeating rows shifted give the same ends as relaxing every row."""
+"""The closed-form pass's steady state: runs of repeating ops shifted give the same ends as relaxing every op."""
 
 from __future__ import annotations
 
@@ -17,37 +17,42 @@ from vfasim.sim.steady import MIN_PERIODS
 
 
 @st.composite
-def repeating_rows(draw) -> tuple[np.ndarray, np.ndarray, int]:
-    """A random prefix, then a template of L rows repeated: each predecessor a fixed earlier row or one
-    a fixed distance back; cycles from a small set, so the prefix's slow rows can hold the run for a while."""
-    prefix, period = draw(st.integers(1, 6)), draw(st.integers(1, 4))
-    pairs = [[draw(st.integers(0, r)) for _ in range(2)] for r in range(prefix)]
+def repeating_ops(draw) -> tuple[np.ndarray, np.ndarray, int]:
+    """A random prefix, then a template of L ops repeated, each with 1-6 predecessors (a table row of slots, 0: none):
+    each predecessor a fixed earlier op or one a fixed distance back; cycles from a small set, so the prefix's slow
+    ops can hold the run for a while."""
+    prefix, period, width = draw(st.integers(1, 6)), draw(st.integers(1, 4)), draw(st.integers(1, 6))
+    table = [[draw(st.integers(0, r)) for _ in range(width)] for r in range(prefix)]
     cycles = [draw(st.sampled_from([0, 1, 5, 40, 300])) for _ in range(prefix)]
     template = [[draw(st.one_of(st.tuples(st.just("back"), st.integers(1, 2 * period + 1)),
                                 st.tuples(st.just("fixed"), st.integers(0, prefix))))
-                 for _ in range(2)] for _ in range(period)]
+                 for _ in range(width)] for _ in range(period)]
     costs = [draw(st.sampled_from([0, 1, 2, 7])) for _ in range(period)]
     for i in range(period * draw(st.integers(MIN_PERIODS, 3 * MIN_PERIODS))):
-        r = len(pairs)
-        pairs.append([max(r + 1 - v, 0) if how == "back" else v for how, v in template[i % period]])
+        r = len(table)
+        table.append([max(r + 1 - v, 0) if how == "back" else v for how, v in template[i % period]])
         cycles.append(costs[i % period])
-    return np.array(pairs, np.int32), np.array(cycles, np.int64), period
+    return np.asfortranarray(table, np.int32), np.array(cycles, np.int64), period
 
 
 @settings(max_examples=200)
-@given(repeating_rows())
-def test_shifted_runs_end_as_relaxed_rows(case):
-    pairs, cycles, period = case
-    assert closed_form._relax(pairs, cycles, period).tolist() == closed_form._relax(pairs, cycles, 0).tolist()
+@given(repeating_ops())
+def test_shifted_runs_end_as_relaxed_ops(case):
+    table, cycles, period = case
+    assert closed_form._relax(table, cycles, period).tolist() == closed_form._relax(table, cycles, 0).tolist()
+    ends = [0]  # slot 0: no predecessor
+    for preds, x in zip(table.tolist(), cycles.tolist()):
+        ends.append(max(ends[p] for p in preds) + x)
+    assert closed_form._relax(table, cycles, 0).tolist() == ends[1:]
 
 
 @pytest.mark.parametrize("algo,causal,schedule,latency", [
     ("fa2", True, "pipelined", {}), ("vfa", True, "pipelined", {}), ("fa2", False, "pipelined", {}),
     ("vfa", True, "serial", {}), ("fa2", True, "pipelined", {"rowmax": 90, "load_k": 300, "exp": 20})])
-def test_engine_traces_end_as_relaxed_rows(monkeypatch, algo, causal, schedule, latency):
+def test_engine_traces_end_as_relaxed_ops(monkeypatch, algo, causal, schedule, latency):
     hw = load_hw("C4V16").model_copy(update={"result_latency": latency})
     trace = trace_only(Tiling(4096, 4096, 64, 64, 64, causal), policy_for(algo), engine_precision(hw))
-    monkeypatch.setattr(closed_form, "_STEADY_ROWS", 0)  # so short a trace is otherwise relaxed row by row
+    monkeypatch.setattr(closed_form, "_STEADY_OPS", 0)  # so short a trace is otherwise relaxed row by row
     shifted = []
     extend = closed_form.try_extend
     monkeypatch.setattr(closed_form, "try_extend", lambda *a: shifted.append(extend(*a)) or shifted[-1])

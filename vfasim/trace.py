@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypedDict
 
 import numpy as np
@@ -75,6 +76,7 @@ DTYPE_CODE: dict[str, int] = {name: i for i, name in enumerate(DTYPES)}
 BUFFERS: tuple[str, ...] = ("k", "v")
 NO_BUFFER = -1
 
+_CHUNK = 1 << 16  # ops worked on at a time where whole-trace temporaries would cost more than the loop
 COLUMNS = ("kind", "dtype", "work", "row", "step", "kblock", "stage", "take_buffer", "free_buffer")
 
 
@@ -179,14 +181,21 @@ def validate(t: Trace) -> None:
     _check(t.dtype.max(initial=0) < len(DTYPES), "dtype code out of range")
     _check(t.work.min(initial=0) >= 0, "negative work count")
     _check(t.dep_ptr.shape == (n + 1,) and t.dep_ptr[0] == 0, "dep_ptr must have n+1 entries starting at 0")
-    count = np.diff(t.dep_ptr)
-    _check(bool(np.all(count >= 0)) and t.dep_ptr[-1] == t.dep_idx.size, "dep_ptr not monotonic")
-    owner = np.repeat(np.arange(n, dtype=np.int32 if n < 2**31 else np.int64), count)
-    _check(bool(np.all((t.dep_idx >= 0) & (t.dep_idx < owner))), "a dependency does not point to an earlier op")
-    del owner
-    _check(bool(np.all(t.stage[t.dep_idx] <= np.repeat(t.stage, count))),
+    chunks = range(0, n, _CHUNK)  # the dependencies of a chunk of ops at a time: small temporaries
+    _check(all(bool(np.all(np.diff(t.dep_ptr[lo:lo + _CHUNK + 1]) >= 0)) for lo in chunks)
+           and t.dep_ptr[-1] == t.dep_idx.size, "dep_ptr not monotonic")
+    _check(all(bool(np.all((deps >= 0) & (deps < owner))) for owner, deps in map(partial(_deps, t), chunks)),
+           "a dependency does not point to an earlier op")
+    _check(all(bool(np.all(t.stage[deps] <= t.stage[owner])) for owner, deps in map(partial(_deps, t), chunks)),
            "a dependency lies in a later stage than its op")
     _check_buffers(t)
+
+
+def _deps(t: Trace, lo: int) -> tuple[np.ndarray, np.ndarray]:
+    """(owner, dependency) of each dependency of ops [lo, lo + _CHUNK)."""
+    ptr = t.dep_ptr[lo:lo + _CHUNK + 1]
+    owner = np.repeat(np.arange(lo, lo + ptr.size - 1, dtype=np.int64), np.diff(ptr))
+    return owner, t.dep_idx[ptr[0]:ptr[-1]]
 
 
 def _check_buffers(t: Trace) -> None:
@@ -277,59 +286,73 @@ class TraceBuilder:
 
     def _columns(self, keys: np.ndarray, order: np.ndarray) -> _OpColumns:
         """The op columns in issue order (``keys`` sorted, ``order`` the emission position of each)."""
-        n_kinds = len(KIND_NAMES)
-        group = keys // n_kinds  # row * n_slots + step
-        row = group // self.n_slots
-        kind = (keys - group * n_kinds).astype(np.uint8)  # keys % n_kinds, without a remainder pass
-        step = (group - row * self.n_slots).astype(np.int32)
-        del group
-        return {"kind": kind, "row": row.astype(np.int32), "step": step,
-                "dtype": self._ops["dtype"].take()[order], "work": self._ops["work"].take()[order],
-                "kblock": self._ops["kblock"].take()[order]}
+        n = keys.size
+        kind, row, step = np.empty(n, np.uint8), np.empty(n, np.int32), np.empty(n, np.int32)
+        for lo in range(0, n, _CHUNK):  # a chunk at a time: small temporaries
+            at = slice(lo, lo + _CHUNK)
+            group, kind[at] = np.divmod(keys[at], len(KIND_NAMES))  # group: row * n_slots + step
+            row[at], step[at] = np.divmod(group, self.n_slots)
+        return {"kind": kind, "row": row, "step": step, "dtype": self._ops["dtype"].take()[order],
+                "work": self._ops["work"].take()[order], "kblock": self._ops["kblock"].take()[order]}
 
     def _resolve_deps(self, keys: np.ndarray, new_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """CSR dependency arrays in issue order, each op's dependencies sorted by id."""
-        target = _positions(keys, self._deps["key"].take(), self.n_rows * self.n_slots)
-        pairs = new_pos[self._deps["op"].take()].astype(np.int64)
-        pairs <<= 32
-        pairs |= target  # owner * 2^32 + target (ids < 2^31): sorted, by owner, then target
-        del target
+        positions = _KeyPositions(keys, self.n_rows * self.n_slots)
+        pairs = np.empty(self._deps["op"].size, np.int64)  # owner * 2^32 + target (ids < 2^31): by owner, then target
+        done = 0
+        for ops, wanted in zip(self._deps["op"].take_chunks(), self._deps["key"].take_chunks(), strict=True):
+            for lo in range(0, ops.size, _CHUNK):  # a chunk at a time: small temporaries
+                pair = new_pos[ops[lo:lo + _CHUNK]].astype(np.int64)
+                pair <<= 32
+                pair |= positions.of(wanted[lo:lo + _CHUNK])
+                pairs[done:done + pair.size] = pair
+                done += pair.size
+        del positions
         pairs.sort(kind="stable")  # the same values in order: the stable sort merges the emitters' sorted runs
         dep_ptr = np.zeros(keys.size + 1, np.int64)
-        np.cumsum(np.bincount(pairs >> 32, minlength=keys.size), out=dep_ptr[1:])  # owners in order: a streaming count
+        for lo in range(0, pairs.size, _CHUNK):  # each owner's count, from its sorted run of pairs
+            owner = pairs[lo:lo + _CHUNK] >> 32
+            count = np.bincount(owner - owner[0])
+            dep_ptr[int(owner[0]) + 1:int(owner[0]) + 1 + count.size] += count
+        np.cumsum(dep_ptr, out=dep_ptr)
         return dep_ptr, pairs.astype(np.int32)  # the low 32 bits: the target
 
 
-def _positions(keys: np.ndarray, wanted: np.ndarray, n_groups: int) -> np.ndarray:
-    """Position of each ``wanted`` key in the sorted, distinct ``keys``; a key never emitted is refused.
+class _KeyPositions:
+    """Position of a key in the sorted, distinct ``keys``; a key never emitted is refused.
 
     A key is group (row, slot) × kinds + kind, and a group holds at most one op of each kind. Where
     the key space is not much larger than the trace, each group's first position and each key's rank
     in its group (-1: none) are tabled, so a key is found with two look-ups, not a binary search.
     """
-    n_kinds = len(KIND_NAMES)
-    space = n_groups * n_kinds
-    if space > 8 * keys.size + (1 << 22):
-        target = np.searchsorted(keys, wanted)
-        if target.size and not np.array_equal(keys[np.minimum(target, keys.size - 1)], wanted):
+
+    def __init__(self, keys: np.ndarray, n_groups: int) -> None:
+        self.keys, self.space = keys, n_groups * len(KIND_NAMES)
+        self.first: np.ndarray | None = None
+        if self.space > 8 * keys.size + (1 << 22):
+            return
+        n_kinds = len(KIND_NAMES)
+        self.first = np.zeros(n_groups, np.int32)  # each group's first position
+        self.rank = np.full(self.space, -1, np.int8)  # each key's place in its group (fewer than 128 kinds), -1: none
+        for lo in range(0, keys.size, _CHUNK):  # a chunk at a time: small temporaries
+            group = keys[lo:lo + _CHUNK] // n_kinds
+            heads = np.flatnonzero(np.diff(group, prepend=keys[lo - 1] // n_kinds if lo else -1))  # groups begun here
+            self.first[group[heads]] = lo + heads
+            self.rank[keys[lo:lo + _CHUNK]] = lo + np.arange(group.size, dtype=np.int32) - self.first[group]
+
+    def of(self, wanted: np.ndarray) -> np.ndarray:
+        """The positions of the ``wanted`` keys."""
+        if self.first is None:
+            found = np.searchsorted(self.keys, wanted)
+            emitted = found.size == 0 or np.array_equal(self.keys[np.minimum(found, self.keys.size - 1)], wanted)
+        else:
+            emitted = wanted.size == 0 or (wanted.min() >= 0 and wanted.max() < self.space)
+            at = self.rank[wanted] if emitted else wanted
+            emitted = emitted and not np.any(at < 0)
+            found = self.first[wanted // len(KIND_NAMES)] + at if emitted else wanted
+        if not emitted:
             raise VfasimError("invalid trace: a dependency names an op that was never emitted")
-        return target
-    group = keys // n_kinds
-    starts = np.ones(group.size, bool)  # where a group begins
-    np.not_equal(group[1:], group[:-1], out=starts[1:])
-    heads = np.flatnonzero(starts)
-    del starts
-    first = np.zeros(n_groups, np.int32)
-    first[group[heads]] = heads
-    rank = np.full(space, -1, np.int8)  # fewer than 128 kinds
-    rank[keys] = np.arange(keys.size, dtype=np.int32) - first[group]
-    del group
-    if wanted.size and (wanted.min() < 0 or wanted.max() >= space):
-        raise VfasimError("invalid trace: a dependency names an op that was never emitted")
-    at = rank[wanted]
-    if np.any(at < 0):
-        raise VfasimError("invalid trace: a dependency names an op that was never emitted")
-    return first[wanted // n_kinds] + at
+        return found
 
 
 class _Column:
@@ -356,8 +379,13 @@ class _Column:
 
     def take(self) -> np.ndarray:
         """Everything appended, as one array; the column is empty afterwards."""
+        chunks = self.take_chunks()
+        return np.concatenate(chunks) if chunks else np.empty(0, self.dtype)
+
+    def take_chunks(self) -> list[np.ndarray]:
+        """Everything appended, as the arrays it is held in (columns appended alike are held alike); the column is
+        empty afterwards."""
         if self._chunks:
             self._chunks[-1] = self._chunks[-1][:self._used]
-        out = np.concatenate(self._chunks) if self._chunks else np.empty(0, self.dtype)
-        self._chunks, self._used, self.size = [], 0, 0
-        return out
+        chunks, self._chunks, self._used, self.size = self._chunks, [], 0, 0
+        return chunks

@@ -41,9 +41,13 @@ from vfasim.errors import VfasimError
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim.engine import Timeline
 from vfasim.sim.schedule import DATA, EDGE_KINDS, TURN, check_schedule
+from vfasim.sim.sums import sums_by
 from vfasim.trace import KIND_NAMES, Trace
 
 IDLE = "idle"
+_CHUNK = 1 << 16  # ops whose record is checked at a time
+_STEPS = 1 << 20  # path ops followed one by one before the walk jumps
+_JUMP_BITS = 3  # the walk then follows 2^3 links at a time
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,42 +92,76 @@ def _wait_record(trace: Trace, timeline: Timeline, schedule: str) -> tuple[np.nd
         raise VfasimError(f"timeline does not match the trace/schedule: {timeline.end_cycles.size} ops "
                           f"timed {timeline.schedule or 'by an unnamed schedule'}, asked for {len(trace)} "
                           f"ops {schedule}")
-    waited = np.flatnonzero(waited_on >= 0)
-    parent = waited_on[waited]
-    ready = timeline.end_cycles[parent]
-    if timeline.ready_cycles is not None:  # a data or turn edge waits for the result, ready after its latency
-        ready = np.where(np.isin(wait_kind[waited], (DATA, TURN)), timeline.ready_cycles[parent], ready)
-    late = ready != timeline.start_cycles[waited]
-    if np.any(late):
-        i = int(waited[np.flatnonzero(late)[0]])
-        raise VfasimError(f"timeline does not match its record: op {i} does not start when op "
-                          f"{waited_on[i]}, which it waited for, ends")
+    for lo in range(0, waited_on.size, _CHUNK):  # a chunk at a time: small temporaries
+        at = slice(lo, lo + _CHUNK)
+        parent, kind = waited_on[at], wait_kind[at]
+        ready = timeline.end_cycles[parent]  # -1 (none) reads the last op's: left out below
+        if timeline.ready_cycles is not None:  # a data or turn edge waits for the result, ready after its latency
+            ready = np.where((kind == DATA) | (kind == TURN), timeline.ready_cycles[parent], ready)
+        late = (parent >= 0) & (ready != timeline.start_cycles[at])
+        if np.any(late):
+            i = lo + int(np.flatnonzero(late)[0])
+            raise VfasimError(f"timeline does not match its record: op {i} does not start when op "
+                              f"{waited_on[i]}, which it waited for, ends")
     return waited_on, wait_kind
 
 
 def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Op ids from the first path op to the one that ends last (lowest id on a tie)."""
+    """Op ids from the first path op to the one that ends last (lowest id on a tie).
+
+    The first ``_STEPS`` links are followed one by one; a longer path (a pipeline busy throughout, millions of
+    ops) is then followed ``2^_JUMP_BITS`` links at a time, through a table of each op's ancestor that many links
+    back, and the ops between filled in with one array look-up per link."""
     if end.size == 0:
         return np.empty(0, np.int64)
-    links = np.ascontiguousarray(bound, np.int32).data  # a memoryview: no Python int per op, unlike tolist()
+    links = np.ascontiguousarray(bound, np.int32)
     op = int(np.argmax(end))  # argmax returns the lowest id on a tie
     path = array("q", [op])  # 8 bytes a path op
-    append = path.append
-    for _ in range(len(links)):  # a path without a cycle has fewer links than ops
-        op = links[op]
+    append, view = path.append, links.data  # a memoryview: no Python int per op, unlike tolist()
+    for _ in range(min(_STEPS, len(links))):  # a path without a cycle has fewer links than ops
+        op = view[op]
         if op < 0:
             return np.frombuffer(path, np.int64)[::-1].copy()
         append(op)
-    raise VfasimError("timeline's record of what ops waited on has a cycle")
+    rest = _jumped(links, op)[::-1]  # the path's first ops, in time order
+    walked = np.frombuffer(path, np.int64)[-2::-1]
+    return np.concatenate([rest, walked])
+
+
+def _jumped(links: np.ndarray, op: int) -> np.ndarray:
+    """The path from ``op`` on (op first), followed ``2^_JUMP_BITS`` links at a time."""
+    n, stride = links.size, 1 << _JUMP_BITS
+    link = np.empty(n + 1, np.int32)  # int32, as the ids
+    link[:n] = links
+    link[np.flatnonzero(links < 0)] = link[n] = n  # n: no predecessor, its own
+    jump, spare = link[link], np.empty_like(link)
+    for _ in range(_JUMP_BITS - 1):  # each op's ancestor twice as far back
+        for lo in range(0, n + 1, _CHUNK):  # a chunk at a time: no temporary as large as the table
+            spare[lo:lo + _CHUNK] = jump[jump[lo:lo + _CHUNK]]
+        jump, spare = spare, jump
+    del spare
+    marks = array("q", [op])  # every stride-th path op
+    mark, hop = marks.append, jump.data
+    for _ in range(n // stride + 1):
+        op = hop[op]
+        if op == n:
+            break
+        mark(op)
+    else:
+        raise VfasimError("timeline's record of what ops waited on has a cycle")
+    del hop, jump
+    rows: list[np.ndarray] = [np.frombuffer(marks, np.int64)]
+    for _ in range(stride - 1):
+        rows.append(link[rows[-1]])
+    between = np.stack(rows, axis=1).ravel()  # each mark, then the ops up to the next
+    return between[:np.argmax(between == n)] if between[-1] == n else between
 
 
 def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: np.ndarray) -> CriticalPath:
-    dur = timeline.durations
+    dur = timeline.durations[path]
     names = timeline.pipeline_names
-    on_path = timeline.pipeline[path]
-    running = on_path >= 0
-    crit = np.bincount(on_path[running], weights=dur[path][running], minlength=len(names)).astype(np.int64)
-    idle = timeline.total_cycles - int(dur[path].sum())
+    crit = sums_by(timeline.pipeline[path], dur, len(names))
+    idle = timeline.total_cycles - int(dur.sum())
     if idle < 0:
         raise VfasimError("critical path is longer than the latency: ops on the path overlap")
     by_pipeline = {**{name: int(crit[p]) for p, name in enumerate(names)}, IDLE: idle}
@@ -133,7 +171,7 @@ def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: n
     edge_counts = np.bincount(bound_kind[path[1:]], minlength=len(EDGE_KINDS))
     return CriticalPath(
         latency_cycles=timeline.total_cycles, ops=path, by_pipeline=by_pipeline,
-        by_kind=_by_kind(trace.kind[path], dur[path]), pipelines=pipelines,
+        by_kind=_by_kind(trace.kind[path], dur), pipelines=pipelines,
         bound_by={k: int(c) for k, c in zip(EDGE_KINDS, edge_counts)},
         bottleneck=max(names, key=lambda n: by_pipeline[n]) if names else IDLE)
 
@@ -144,6 +182,6 @@ def _pipeline_entry(critical: int, busy: int, latency: int) -> dict[str, float]:
 
 
 def _by_kind(kinds: np.ndarray, dur: np.ndarray) -> dict[str, int]:
-    cycles = np.bincount(kinds, weights=dur, minlength=len(KIND_NAMES)).astype(np.int64)
+    cycles = sums_by(kinds, dur, len(KIND_NAMES))
     order = sorted((k for k in range(len(KIND_NAMES)) if cycles[k] > 0), key=lambda k: (-cycles[k], k))
     return {KIND_NAMES[k]: int(cycles[k]) for k in order}

@@ -63,8 +63,9 @@ import numpy as np
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim.closed_form import end_cycles
 from vfasim.sim.schedule import (BUFFER, DATA, SCHEDULES, STREAM, TURN, buffer_predecessors, check_schedule,
-                                 issue_order, op_cycles, op_latency, schedule_edges, stream_chains, stream_order,
+                                 issue_order, op_cycles, op_latency, schedule_edges, stream_order, stream_predecessors,
                                  turn_predecessors)
+from vfasim.sim.sums import sums_by
 from vfasim.trace import Trace
 
 __all__ = ["SCHEDULES", "Timeline", "op_cycles", "schedule_edges", "simulate", "stream_order"]
@@ -93,15 +94,8 @@ class Timeline:
 
     @functools.cached_property
     def busy_cycles(self) -> tuple[int, ...]:
-        """Per pipeline (as ``pipeline_names``), the cycles it runs ops: the sum of their durations.
-
-        Summed in one pass where float64 holds every partial sum exactly (all durations together below
-        2^53), else pipeline by pipeline in integers; both are the exact sums."""
-        dur, n = self.durations, len(self.pipeline_names)
-        if int(dur.sum()) < 2**53:
-            running = self.pipeline >= 0
-            return tuple(int(c) for c in np.bincount(self.pipeline[running], weights=dur[running], minlength=n)[:n])
-        return tuple(int(dur[self.pipeline == p].sum()) for p in range(n))
+        """Per pipeline (as ``pipeline_names``), the cycles it runs ops: the sum of their durations."""
+        return tuple(sums_by(self.pipeline, self.durations, len(self.pipeline_names)).tolist())
 
 
 def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined", waits: bool = True) -> Timeline:
@@ -110,12 +104,12 @@ def simulate(trace: Trace, hw: HardwareConfig, schedule: str = "pipelined", wait
     check_schedule(schedule)
     pipe, cycles = op_cycles(trace, hw)
     order = issue_order(trace, hw, schedule)
-    stream, chain = stream_chains(pipe, order, hw, schedule, trace.row)
+    stream = stream_predecessors(pipe, order, hw, schedule, trace.row)
     buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
     turn = turn_predecessors(pipe, order, hw, schedule, trace.row)
     latency = op_latency(trace, hw, cycles)
-    end, ready = end_cycles(trace, order, cycles, stream, chain, buffer, turn, schedule, latency)
-    del order, chain
+    end, ready = end_cycles(trace, order, cycles, stream, buffer, turn, schedule, latency)
+    del order
     start = end - cycles
     del cycles
     waited_on, wait_kind = _wait_record(trace, stream, buffer, turn, start, end, ready) if waits else (None, None)

@@ -34,12 +34,14 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 from vfasim.hw.config import FUSED, HardwareConfig
+from vfasim.sim.sums import sums_by
 from vfasim.trace import BUFFERS, DTYPES, KIND_NAMES, OP_KINDS, Trace
 
 SCHEDULES = ("pipelined", "serial")
 #: what an op can wait on; codes are indices (data first: the tie-break order of the critical path)
 EDGE_KINDS: tuple[str, ...] = ("data", "stream", "buffer", "port", "turn")
 DATA, STREAM, BUFFER, PORT, TURN = range(len(EDGE_KINDS))
+_CHUNK = 1 << 16  # ops priced at a time
 
 
 def check_schedule(schedule: str) -> None:
@@ -54,24 +56,37 @@ def op_cycles(trace: Trace, hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]
     + overhead cycles, but no less than its full cycles less those of its tile's (row and step's) other
     ops on that stream: streamed through the registers beside them, its unit still needs its full time.
     """
-    combo = trace.kind.astype(np.int64) * len(DTYPES) + trace.dtype
-    present = np.flatnonzero(np.bincount(combo, minlength=len(KIND_NAMES) * len(DTYPES)))
-    table = np.zeros((len(KIND_NAMES) * len(DTYPES), 6))  # pipeline, rate, factor, startup, overhead, share
+    n, n_dtypes = len(trace), len(DTYPES)
+    combo = trace.kind.astype(np.int16) * n_dtypes + trace.dtype  # fewer than 2^15 (kind, dtype) codes
+    present = np.zeros(len(KIND_NAMES) * n_dtypes, bool)
+    for lo in range(0, n, _CHUNK):
+        present[combo[lo:lo + _CHUNK]] = True
+    table = np.zeros((present.size, 6))  # pipeline, rate, factor, startup, overhead, share
     table[:, 0] = -1
-    for code in present.tolist():
-        table[code] = _price(hw, KIND_NAMES[code // len(DTYPES)], DTYPES[code % len(DTYPES)])
+    for code in np.flatnonzero(present).tolist():
+        table[code] = _price(hw, KIND_NAMES[code // n_dtypes], DTYPES[code % n_dtypes])
     pipe = table[:, 0].astype(np.int16)[combo]
-    fixed = (table[:, 3] + table[:, 4])[combo]
-    body = trace.work * table[combo, 2]
-    body /= table[combo, 1]
-    cycles = np.ceil(body)
-    cycles += fixed
-    if np.any(table[present, 5] < 1.0):
-        share = table[combo, 5]
-        cycles = _issue_shared(trace, hw, pipe, cycles, fixed + np.ceil(body * share), share < 1.0)
-    if cycles.sum() >= 2**62:  # the schedule's sums would leave int64
+    rate, factor, fixed, share = table[:, 1], table[:, 2], table[:, 3] + table[:, 4], table[:, 5]
+    shared = bool(np.any(share[present] < 1.0))
+    cycles, held = np.empty(n, np.int64), np.empty(n if shared else 0)
+    total = 0.0
+    for lo in range(0, n, _CHUNK):  # a chunk at a time: small temporaries
+        c, at = combo[lo:lo + _CHUNK], slice(lo, lo + _CHUNK)
+        body = trace.work[at] * factor[c]
+        body /= rate[c]
+        full = np.ceil(body)
+        full += fixed[c]
+        total += float(full.sum())
+        cycles[at] = full
+        if shared:
+            held[at] = fixed[c] + np.ceil(body * share[c])
+    if shared:
+        full = _issue_shared(trace, hw, pipe, cycles, held, share[combo] < 1.0)
+        total = float(full.sum())
+        cycles = full.astype(np.int64)
+    if total >= 2**62:  # the schedule's sums would leave int64
         raise VfasimError(f"{hw.name}: this trace would take over 2^62 cycles; the rates are implausibly low")
-    return pipe, cycles.astype(np.int64)
+    return pipe, cycles
 
 
 def op_latency(trace: Trace, hw: HardwareConfig, cycles: np.ndarray) -> np.ndarray | None:
@@ -113,41 +128,73 @@ def _price(hw: HardwareConfig, kind: str, dtype: str) -> tuple[float, ...]:
 
 
 def issue_order(trace: Trace, hw: HardwareConfig, schedule: str) -> np.ndarray:
-    """Op ids in the order the schedule issues them (see the module notes)."""
+    """Op ids (int32) in the order the schedule issues them (see the module notes)."""
     check_schedule(schedule)
     if schedule == "serial":
         return np.arange(len(trace), dtype=np.int32)
-    return stream_order(trace, hw.score_buffers).astype(np.int32)
+    return stream_order(trace, hw.score_buffers)
 
 
 def stream_order(trace: Trace, buffers: int) -> np.ndarray:
-    """Op ids in software-pipelined issue order with ``buffers`` tiles in flight."""
-    new_tile = np.ones(len(trace), bool)  # the op begins a (row, step) group
-    new_tile[1:] = (trace.row[1:] != trace.row[:-1]) | (trace.step[1:] != trace.step[:-1])
-    seen = np.cumsum(new_tile & (trace.kblock >= 0))  # tiles begun so far, in issue order
-    slot = np.maximum.accumulate(np.where(trace.step == 0, seen, seen - 1))
-    stage = trace.stage.astype(np.int64)
-    key = (slot + np.minimum(stage, buffers - 1)) * 256 + stage
-    return np.argsort(key, kind="stable")
+    """Op ids (int32) in software-pipelined issue order with ``buffers`` tiles in flight.
+
+    A counting sort by (slot, stage), each stage's ops in trace order: within one stage the slots never decrease
+    in trace order, so an op's place is its rank among its stage's ops, plus the ops of earlier (slot, stage)
+    buckets, less those of its own stage in earlier slots."""
+    n = len(trace)
+    stages = np.flatnonzero(sums_by(trace.stage, None, 256))  # stages fit uint8
+    if n == 0:
+        return np.empty(0, np.int32)
+    code = np.zeros(256, np.int8 if stages.size < 128 else np.int32)
+    code[stages] = np.arange(stages.size)
+    bucket = _slots(trace)  # becomes (slot + min(stage, B - 1)) × stages + the stage's code
+    bucket += np.minimum(trace.stage, min(buffers - 1, 255))
+    bucket *= stages.size
+    for lo in range(0, n, _CHUNK):
+        bucket[lo:lo + _CHUNK] += code[trace.stage[lo:lo + _CHUNK]]
+    counts = sums_by(bucket, None, (int(bucket.max(initial=0)) // stages.size + 1) * stages.size)
+    counts = counts.reshape(-1, stages.size)
+    before = np.cumsum(counts.ravel()).reshape(counts.shape) - counts  # ops in earlier (slot, stage) buckets
+    before -= np.cumsum(counts, axis=0) - counts  # less those of the same stage in earlier slots
+    before = before.ravel()
+    order, placed = np.empty(n, np.int32), np.zeros(stages.size, np.int64)  # each stage's ops placed so far
+    for lo in range(0, n, _CHUNK):  # a chunk at a time: small temporaries
+        at, stage = before[bucket[lo:lo + _CHUNK]], code[trace.stage[lo:lo + _CHUNK]]
+        for s in range(stages.size):
+            mine = np.flatnonzero(stage == s)
+            at[mine] += placed[s] + np.arange(mine.size)
+            placed[s] += mine.size
+        order[at] = np.arange(lo, lo + at.size, dtype=np.int32)
+    return order
 
 
-def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, schedule: str,
-                  row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per op, the op its stream runs before it on the same unit (-1 if none), and its chain.
+def _slots(trace: Trace) -> np.ndarray:
+    """Per op (int32), the index of its tile among the tiles in trace order: a prelude op takes its row's next
+    tile's, an epilogue op its last one's, so the index never decreases in trace order."""
+    begins = np.empty(len(trace), bool)  # the op begins a (row, step) group
+    begins[:1] = True
+    np.not_equal(trace.row[1:], trace.row[:-1], out=begins[1:])
+    begins[1:] |= trace.step[1:] != trace.step[:-1]
+    begins &= trace.kblock >= 0
+    slot = np.cumsum(begins, dtype=np.int32)  # tiles begun so far, this op's included
+    slot -= trace.step != 0
+    return np.maximum.accumulate(slot, out=slot)
 
-    A chain is one unit of one stream (one stream per entry of ``hw.issue_streams()``;
-    the whole core under ``serial``): with ``units_by: issue`` op k of the stream is on
-    unit k mod ``units`` (so it follows the op ``units`` places before it), with
-    ``units_by: row`` on unit ``row`` mod ``units``. Ops of one chain follow one another
-    in issue order, so each ends no later than any later one starts.
-    Fused ops are in no chain (-1). Op ids fit int32, as in the trace's ``dep_idx``.
+
+def stream_predecessors(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, schedule: str,
+                        row: np.ndarray) -> np.ndarray:
+    """Per op, the op its stream runs before it on the same unit (-1 if none).
+
+    A stream is an entry of ``hw.issue_streams()`` (the whole core under ``serial``): with ``units_by: issue``
+    op k of the stream is on unit k mod ``units`` (so it follows the op ``units`` places before it), with
+    ``units_by: row`` on unit ``row`` mod ``units``. Fused ops are on no stream. Op ids fit int32, as in the
+    trace's ``dep_idx``.
     """
     before = np.full(pipe.size, -1, np.int32)
     if schedule == "serial":
         before[1:] = np.arange(pipe.size - 1)
-        return before, np.zeros(pipe.size, np.int32)
-    chain = np.full(pipe.size, -1, np.int32)
-    offset, names, streams = 0, list(hw.pipelines), hw.issue_streams()
+        return before
+    names, streams = list(hw.pipelines), hw.issue_streams()
     of_pipe = np.full(len(names) + 1, -1, np.int8)  # stream of each pipeline index; the last: fused ops (-1)
     for g, group in enumerate(streams):
         of_pipe[[names.index(n) for n in group]] = g
@@ -160,13 +207,9 @@ def stream_chains(pipe: np.ndarray, order: np.ndarray, hw: HardwareConfig, sched
             grouped = np.argsort(unit, kind="stable")  # each unit's ops, in issue order
             by_unit, same = stream[grouped], np.diff(unit[grouped]) == 0  # same: i + 1 follows i on its unit
             before[by_unit[1:][same]] = by_unit[:-1][same]
-        else:
-            unit = np.arange(stream.size) % head.units if head.units > 1 else 0  # one unit: every op on unit 0
-            if stream.size > head.units:
-                before[stream[head.units:]] = stream[: -head.units]
-        chain[stream] = offset + unit
-        offset += head.units
-    return before, chain
+        elif stream.size > head.units:
+            before[stream[head.units:]] = stream[: -head.units]
+    return before
 
 
 def buffer_predecessors(trace: Trace, buffers: int, schedule: str) -> np.ndarray:
@@ -204,7 +247,7 @@ def schedule_edges(trace: Trace, hw: HardwareConfig, pipe: np.ndarray,
     """(parent, child, edge kind code) of every edge the schedule makes an op wait on."""
     n = len(trace)
     order = issue_order(trace, hw, schedule)
-    stream, _ = stream_chains(pipe, order, hw, schedule, trace.row)
+    stream = stream_predecessors(pipe, order, hw, schedule, trace.row)
     buffer = buffer_predecessors(trace, hw.score_buffers, schedule)
     turn = turn_predecessors(pipe, order, hw, schedule, trace.row)
     ids = np.arange(n)

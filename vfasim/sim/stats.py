@@ -22,6 +22,7 @@ import numpy as np
 from vfasim.hw.config import HardwareConfig
 from vfasim.sim.engine import Timeline
 from vfasim.sim.schedule import EDGE_KINDS
+from vfasim.sim.sums import sums_by
 from vfasim.trace import KIND_NAMES, OP_KINDS, Trace
 
 if TYPE_CHECKING:
@@ -46,9 +47,9 @@ def timing_stats(trace: Trace, timeline: Timeline, hw: HardwareConfig) -> Timing
     for name, busy in zip(timeline.pipeline_names, timeline.busy_cycles):
         capacity = hw.pipelines[name].units * total
         pipelines[name] = {"busy_cycles": busy, "utilization": busy / capacity if capacity else 0.0}
-    by_kind = np.bincount(trace.kind, weights=dur, minlength=len(KIND_NAMES))
-    present = np.bincount(trace.kind, minlength=len(KIND_NAMES)) > 0
-    ops = {KIND_NAMES[k]: int(c) for k, c in enumerate(by_kind) if present[k]}
+    by_kind = sums_by(trace.kind, dur, len(KIND_NAMES)).tolist()
+    present = sums_by(trace.kind, None, len(KIND_NAMES)) > 0
+    ops = {KIND_NAMES[k]: c for k, c in enumerate(by_kind) if present[k]}
     by_class = {c: sum(v for k, v in ops.items() if OP_KINDS[k][0] == c) for c in SHARE_CLASSES}
     denom = sum(by_class.values())
     shares = {c: (v / denom if denom else 0.0) for c, v in by_class.items()}
