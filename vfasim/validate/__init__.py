@@ -52,8 +52,9 @@ UNVERIFIED_TABLES = frozenset({"h100_fa3_fp8_forward.csv"})
 FIT_SEQ_LENS = (1024, 8192)
 CHIP_KERNELS = ("fa2", "fa3", "ascend-pto", "triton", "cudnn")  # kernels whose per-chip tuning `fit` sets
 #: tuning values a (chip, kernel) takes from the kernel's own microbenchmark: kept as configured by the fit and in
-#: tier 1 (a microbenchmark is a spec-only source), never fitted
-MEASURED = {("H100-SXM", "triton"): ("tensor_efficiency",)}
+#: tier 1 (a microbenchmark is a spec-only source), never fitted. The H200 inherits the H100's Triton efficiency
+#: (0.833), which its own loop confirms (0.832: experiments/real_chips/loop_efficiency.py --chip H200)
+MEASURED = {("H100-SXM", "triton"): ("tensor_efficiency",), ("H200", "triton"): ("tensor_efficiency",)}
 #: table kernels that run another algorithm than fa2 on their kernel, and which launches their time covers:
 #: all, main (the attention kernel alone) or prepass (VFA's key-summary launch alone)
 ROW_RUNS = {"triton_vfa": ("vfa", "all"), "triton_vfa_attn": ("vfa", "main"), "triton_vfa_minit": ("vfa", "prepass"),
