@@ -236,10 +236,13 @@ def test_a_tiles_measured_cta_cost_applies_where_no_fitted_overhead_replaces_it(
     h100 = load_hw("H100-SXM")
     tier1 = spec_only(h100)
     kw = dict(seq_len=1024, head_dim=128, heads=66, batch=1, causal=False, kernel=triton, numerics_heads=0)
-    measured = vfasim.run(tier1, "fa2", **kw).latency_cycles
-    none = vfasim.run(with_tuning(tier1, "triton", unit_overhead_cycles=0), "fa2", **kw).latency_cycles
-    fitted = vfasim.run(with_tuning(tier1, "triton", unit_overhead_cycles=rule.cta_cycles), "fa2", **kw).latency_cycles
+    runs = {name: vfasim.run(cfg, "fa2", **kw) for name, cfg in (
+        ("measured", tier1), ("zero", with_tuning(tier1, "triton", unit_overhead_cycles=0)),
+        ("tuned", with_tuning(tier1, "triton", unit_overhead_cycles=rule.cta_cycles)))}
+    measured, none, fitted = (runs[n].latency_cycles for n in ("measured", "zero", "tuned"))
     assert measured == fitted > none  # the same cycles, whichever way they arrive; 4 waves of CTAs pay them
+    assert [(runs[n].chip["unit_overhead_cycles"], runs[n].chip["unit_overhead_from"]) for n in runs] == [
+        (rule.cta_cycles, "measured"), (0, "tuning"), (rule.cta_cycles, "tuning")]  # each run says what it paid
     shipped = h100.chip.kernel_tuning["triton"].unit_overhead_cycles  # type: ignore[union-attr]
     unmeasured = triton.model_copy(update={"tiles": [t.model_copy(update={"cta_cycles": None}) for t in triton.tiles]})
     assert shipped is not None and vfasim.run(h100, "fa2", **kw).latency_cycles == vfasim.run(

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
@@ -74,6 +75,8 @@ from vfasim.trace import KIND_CODE, KIND_NAMES, Trace
 
 ROLES = ("tensor", "vector", "exp")
 BUSY_ENOUGH = 0.5  # below this utilisation no resource bounds the chip: the launch itself does
+#: where a unit's fixed cycles come from: the chip's kernel_tuning, the kernel tile's measured cta_cycles, or nowhere
+OverheadFrom = Literal["tuning", "measured", "none"]
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ class ChipResult:
     prepass_cycles: int = 0  # the key-summary launch before the main one (VFA with a prepass kernel)
     unit_timing: UnitTiming | None = None  # how a unit's ops were timed on its core (``core_ops`` repeats it)
     unit_overhead_cycles: int = 0  # the fixed cycles each unit paid beyond its ops
-    unit_overhead_from: str = "none"  # where they come from: fitted (the chip's tuning), measured (the tile's) or none
+    unit_overhead_from: OverheadFrom = "none"  # the chip's kernel_tuning (fitted or sourced), the tile's measured cycles
 
 
 @dataclass(frozen=True)
@@ -205,7 +208,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     first = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else 0
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
         + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first
-    origin = "fitted" if tuning.unit_overhead_cycles is not None else "measured" if rule.cta_cycles else "none"
+    origin: OverheadFrom = "tuning" if tuning.unit_overhead_cycles is not None else "measured" if rule.cta_cycles \
+        else "none"
     return replace(_totals(plan, launch, busy, times, combine, int(np.ceil(end - 1e-9)), geo.flops),
                    prepass_cycles=first, unit_timing=timing, unit_overhead_cycles=plan.overhead,
                    unit_overhead_from=origin)

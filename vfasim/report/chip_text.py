@@ -40,7 +40,7 @@ def format_chip_run(doc: dict) -> str:
     return "\n".join(lines)
 
 
-_OVERHEAD_FROM = {"fitted": "fitted: the chip's kernel_tuning", "measured": "measured: the kernel tile's cta_cycles",
+_OVERHEAD_FROM = {"tuning": "the chip's kernel_tuning", "measured": "measured: the kernel tile's cta_cycles",
                   "none": "none given"}
 
 
