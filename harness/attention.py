@@ -77,6 +77,12 @@ def units_grid(head_dims=(64, 128, 256), seqs=(128, 256, 512, 1024, 2048, 4096),
     return [Case(1, units * 128 // n, units * 128 // n, n, n, d, False, "units") for d in head_dims for n in seqs]
 
 
+def units_decode_grid(head_dims=(64, 128, 256), seqs=(512, 1024, 2048, 4096, 8192, 16384), units=528) -> list[Case]:
+    """The decode tile's ``units_grid``: one query per head and ``units`` heads (a CTA each: 4 per SM on an H100) at a
+    growing K/V length."""
+    return [Case(1, units, units, 1, n, d, False, "units") for d in head_dims for n in seqs]
+
+
 def chain_grid(sms: int, head_dims=(64, 128, 256), seqs=(2048, 16384), rows: int = 128) -> list[Case]:
     """One query block of ``rows`` rows per head (128: a prefill tile; 16 or fewer: the decode tile), all heads on one
     K/V head (read from L2 after the first): 1 head on the GPU (one tile stream alone on an SM), one per SM and two per

@@ -32,8 +32,8 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
               256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]}
 
 
-PHASES = ("checks", "micro", "loop", "issue", "latency", "profile", "floor", "units", "pairs", "chain", "fa3", "decode",
-          "numerics", "prefill")
+PHASES = ("checks", "micro", "loop", "issue", "latency", "profile", "floor", "units", "units_decode", "pairs", "chain",
+          "fa3", "decode", "numerics", "prefill")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                          "into micro.csv), 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
                          "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
                          "without its softmax on the FA3-regime grid), 'units' (Triton FA2, or the kernels --units-kernels names, "
-                         "at a fixed CTA count, growing K/V), "
+                         "at a fixed CTA count, growing K/V), 'units_decode' (the same with one query per head: the "
+                         "decode tile), "
                          "'pairs' (Triton FA2 and VFA's kernel timed in alternation on the FA3-regime grid, pairs.csv), 'chain' "
                          "(FA2 against VFA's kernel and against its loop without the softmax, with 1 CTA, one per SM and two per "
                          "SM at a growing K/V length, chain.csv) and "
@@ -218,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16", "bf16", "fp8_e4m3"))
         if "units" in phases:
             runner.run_units(A.units_grid(), ("fp16", "fp8_e4m3"), tuple(a.units_kernels.split(",")))
+        if "units_decode" in phases:
+            runner.run_units(A.units_decode_grid(), ("fp16",), tuple(a.units_kernels.split(",")))
         if "floor" in phases:
             grid = A.fa3_regime((64, 128), (512, 4096)) if a.quick else A.fa3_regime()
             runner.run_floor(grid, ("fp16", "bf16", "fp8_e4m3"))

@@ -5,7 +5,8 @@ Usage: python experiments/real_chips/unit_cost.py [--table validation/units_h200
 Reads ``validation/units_h100_2026_11/units.csv``: the Triton FA2 kernel with the same number of query rows (1,056
 blocks of 128) at K/V lengths 128–4096, so each CTA walks 1–64 key blocks, per head dim (64, 128, 256) and format
 (fp16, fp8_e4m3), timed on an H100 (``--table``: the H200's, ``units_h200_2026_11``; SDPA's flash and cuDNN backends
-in fp16, ``units_sdpa_h100_2026_11``). The model runs the same shapes on the table's chip with the kernel
+in fp16, ``units_sdpa_h100_2026_11``; the Triton decode tile, one query per head, ``units_decode_h100_2026_11``).
+The model runs the same shapes on the table's chip with the kernel
 description that claims each table kernel (``triton``, ``fa2``, ``cudnn``) twice: as shipped, and with its fitted
 per-CTA overhead set to 0 (``unit_overhead_cycles``; its tensor efficiency kept). A line
 fitted to latency against key blocks per CTA, over the lengths from ``FROM_SEQ`` on, gives a slope (the cost of one
@@ -38,11 +39,14 @@ COLUMNS = ("kernel", "head_dim", "dtype", "block_k", "slope_us", "model_slope_us
 
 
 def measured(table: Path = TABLE) -> dict[tuple[str, int, str], list[dict]]:
-    """Rows per (table kernel, head dim, format), by K/V length."""
+    """Rows per (table kernel, head dim, format), by K/V length; a table is one mode (prefill or decode)."""
     out: dict[tuple[str, int, str], list[dict]] = {}
     with table.open() as f:
-        for r in csv.DictReader(f):
-            out.setdefault((r["kernel"], int(r["head_dim"]), r["dtype"]), []).append(r)
+        rows = list(csv.DictReader(f))
+    if len({r["mode"] for r in rows}) > 1:
+        raise SystemExit(f"{table}: rows of more than one mode; a units table is prefill or decode")
+    for r in rows:
+        out.setdefault((r["kernel"], int(r["head_dim"]), r["dtype"]), []).append(r)
     return {k: sorted(v, key=lambda r: int(r["seq_len"])) for k, v in out.items()}
 
 
@@ -58,13 +62,15 @@ def compare(head_dim: int, dtype: str, rows: list[dict]) -> dict:
         raise SystemExit(f"{rows[0]['kernel']}: no kernel description claims it")
     shipped = hw.chip.kernel_tuning[kernel.name]  # type: ignore[union-attr]
     no_overhead = with_tuning(hw, kernel.name, tensor_efficiency=shipped.tensor_efficiency, unit_overhead_cycles=0)
-    block_k = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False).block_k
+    decode = rows[0]["mode"] == "decode"
+    block_k = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False, decode).block_k
     seq = np.array([int(r["seq_len"]) for r in rows])
     tiles, us = seq / block_k, np.array([float(r["value"]) for r in rows])
     model, waves = {}, set()
     for name, cfg in (("model", hw), ("model0", no_overhead)):
         runs = [run(cfg, "fa2", seq_len=int(r["seq_len"]), head_dim=head_dim, heads=int(r["heads"]), causal=False,
-                    kernel=kernel, matmul_format=FORMATS[dtype], numerics_heads=0) for r in rows]
+                    kernel=kernel, matmul_format=FORMATS[dtype], numerics_heads=0, decode=decode,
+                    queries=int(r["seq_len_q"]) if decode else 1) for r in rows]
         model[name] = np.array([res.latency_us for res in runs])
         waves |= {int(res.chip["waves"]) for res in runs}  # type: ignore[call-overload]
     if len(waves) != 1:
