@@ -310,6 +310,7 @@ class CaseRunner:
                 q, k, v = inp.get(dt)
                 for kernel in kernels:
                     if kernel != "triton_fa2" and dt not in ("fp16", "bf16"):
+                        self.skip(case, kernel, dt, "SDPA's backends take 16-bit inputs only")
                         continue
                     try:
                         call = A.triton_calls("fa2", q, k, v, case.causal)["triton_fa2"] if kernel == "triton_fa2" \
