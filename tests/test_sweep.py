@@ -287,3 +287,10 @@ def test_the_kernel_flag_is_the_kernel_axis(tmp_path, capsys):
         frames.append(pd.read_csv(tmp_path / str(i) / "results.csv"))
     assert list(frames[0]["kernel"]) == ["fa2", "triton"]
     assert frames[0]["latency_cycles"].tolist() == frames[1]["latency_cycles"].tolist()
+
+
+def test_the_model_digest_covers_the_model_and_not_the_command_line():
+    # a sweep's point keys hash the model's source: an edit to the CLI package or a report must not invalidate them
+    files = sweep.model_files()
+    assert "sim/engine.py" in files and "kernels/triton.yaml" in files and "chip/run.py" in files
+    assert not [f for f in files if f.startswith(("cli/", "report/", "sweep/")) or f in ("exec.py", "__main__.py")]

@@ -66,8 +66,10 @@ if TYPE_CHECKING:
     from dask import distributed
 
 #: what does not decide a point's result: the command line, reports, where tasks run and the sweep's own package
-NOT_MODEL = ("allocator.py", "cli.py", "__main__.py", "exec.py")
-NOT_MODEL_FOLDERS = ("report/", "sweep/")
+NOT_MODEL = ("allocator.py", "__main__.py", "exec.py")
+NOT_MODEL_FOLDERS = ("cli/", "report/", "sweep/")
+
+
 @dataclass(frozen=True)
 class Point:
     """One run of a sweep: what it is called (inputs), the keywords it was given and exactly what runs (its plan,
@@ -148,13 +150,19 @@ def point_key(inputs: dict, run_kwargs: dict, hw_digest: str) -> str:
 
 @functools.cache
 def model_digest() -> str:
-    """Hash of the source a run's result depends on: every vfasim module but report/, cli and the sweep's."""
+    """Hash of the source a run's result depends on (``model_files``)."""
     root, digest = Path(__file__).parents[1], hashlib.sha256()
-    for path in sorted([*root.rglob("*.py"), *(root / "kernels").glob("*.yaml")]):
-        rel = path.relative_to(root).as_posix()
-        if not rel.startswith(NOT_MODEL_FOLDERS) and rel not in NOT_MODEL:
-            digest.update(rel.encode() + b"\0" + path.read_bytes())
+    for rel in model_files():
+        digest.update(rel.encode() + b"\0" + (root / rel).read_bytes())
     return digest.hexdigest()[:16]
+
+
+def model_files() -> list[str]:
+    """The package's files a run's result depends on, relative to it: every module and shipped kernel but the command
+    line, reports, where tasks run and the sweep's own package."""
+    root = Path(__file__).parents[1]
+    rels = (p.relative_to(root).as_posix() for p in sorted([*root.rglob("*.py"), *(root / "kernels").glob("*.yaml")]))
+    return [rel for rel in rels if not rel.startswith(NOT_MODEL_FOLDERS) and rel not in NOT_MODEL]
 
 
 # -- running ------------------------------------------------------------------------------
