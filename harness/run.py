@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= a.chain_rows <= 128:
         ap.error(f"--chain-rows must be 1 to 128, got {a.chain_rows}")
     against = tuple(a.chain_against.split(","))
+    if a.units_kernels != "triton_fa2" and not phases & {"units", "units_decode"}:
+        ap.error("--units-kernels applies to the units and units_decode phases; --phases names neither")
     unknown_units = set(a.units_kernels.split(",")) - {"triton_fa2", "sdpa_flash", "sdpa_cudnn"}
     if unknown_units or not a.units_kernels:
         ap.error(f"--units-kernels: unknown kernel(s) {', '.join(sorted(unknown_units)) or '(none given)'} "
@@ -175,42 +177,42 @@ def main(argv: list[str] | None = None) -> int:
                 return
             tables["micro"].add({"name": name, "value": value, "unit": unit, "notes": note}, flush=True)
 
+        def phase(name: str, table: str, body) -> None:
+            """Run one microbenchmark phase; a failure is logged in one line and the other phases go on."""
+            try:
+                body()
+            except Exception as e:  # noqa: BLE001
+                log(f"{name} phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+            tables[table].flush()
+
+        def micro() -> None:
+            from harness.micro import run_micro
+            run_micro(add_micro, sms, timer, clocks, a.quick, log)
+
+        def loop() -> None:
+            from harness.micro import run_loop
+            run_loop(add_micro, timer, a.quick, log)
+
+        def issue() -> None:
+            from harness.issue import run_issue
+            run_issue(add_micro, sms, a.quick, log)
+
+        def latency() -> None:
+            from harness.latency import run_latency, run_stream
+            run_latency(add_micro, a.quick, log)
+            run_stream(add_micro, timer, log)
+
+        def profile() -> None:
+            from harness.latency import run_profile
+            run_profile(lambda row: tables["profile"].add(row), log)
+
         if "micro" in phases and budget.left() > 60:
-            try:
-                from harness.micro import run_micro
-                run_micro(add_micro, sms, timer, clocks, a.quick, log)
-            except Exception as e:  # noqa: BLE001
-                log(f"micro phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
-            tables["micro"].flush()
-        if "loop" in phases:
-            try:
-                from harness.micro import run_loop
-                run_loop(add_micro, timer, a.quick, log)
-            except Exception as e:  # noqa: BLE001
-                log(f"loop phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
-            tables["micro"].flush()
-        if "issue" in phases:
-            try:
-                from harness.issue import run_issue
-                run_issue(add_micro, sms, a.quick, log)
-            except Exception as e:  # noqa: BLE001
-                log(f"issue phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
-            tables["micro"].flush()
-        if "latency" in phases:
-            try:
-                from harness.latency import run_latency, run_stream
-                run_latency(add_micro, a.quick, log)
-                run_stream(add_micro, timer, log)
-            except Exception as e:  # noqa: BLE001
-                log(f"latency phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
-            tables["micro"].flush()
+            phase("micro", "micro", micro)
+        for name, body in (("loop", loop), ("issue", issue), ("latency", latency)):
+            if name in phases:
+                phase(name, "micro", body)
         if "profile" in phases:
-            try:
-                from harness.latency import run_profile
-                run_profile(lambda row: tables["profile"].add(row), log)
-            except Exception as e:  # noqa: BLE001
-                log(f"profile phase failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
-            tables["profile"].flush()
+            phase("profile", "profile", profile)
 
         # ---- attention ----------------------------------------------------------------------------
         runner = CaseRunner(chip, timer, tables, skip, bad, budget, log)
