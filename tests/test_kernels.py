@@ -233,20 +233,26 @@ def test_a_tiles_measured_cta_cost_applies_where_no_fitted_overhead_replaces_it(
     assert triton.tile(128, "8bit", False).cta_cycles != rule.cta_cycles  # measured per format class
     assert KernelTuning().overhead(rule.cta_cycles) == rule.cta_cycles
     assert KernelTuning(unit_overhead_cycles=0).overhead(rule.cta_cycles) == 0
+    assert KernelTuning(cta_cycles_scale=0.5).overhead(rule.cta_cycles) == round(rule.cta_cycles / 2)
+    assert KernelTuning(cta_cycles_scale=0.5).overhead(None) == 0  # nothing measured: nothing to scale
+    with pytest.raises(ValueError, match="not both"):
+        KernelTuning(unit_overhead_cycles=10, cta_cycles_scale=0.5)
     h100 = load_hw("H100-SXM")
     tier1 = spec_only(h100)
     kw = dict(seq_len=1024, head_dim=128, heads=66, batch=1, causal=False, kernel=triton, numerics_heads=0)
     runs = {name: vfasim.run(cfg, "fa2", **kw) for name, cfg in (
         ("measured", tier1), ("zero", with_tuning(tier1, "triton", unit_overhead_cycles=0)),
-        ("tuned", with_tuning(tier1, "triton", unit_overhead_cycles=rule.cta_cycles)))}
-    measured, none, fitted = (runs[n].latency_cycles for n in ("measured", "zero", "tuned"))
-    assert measured == fitted > none  # the same cycles, whichever way they arrive; 4 waves of CTAs pay them
+        ("tuned", with_tuning(tier1, "triton", unit_overhead_cycles=rule.cta_cycles)),
+        ("scaled", with_tuning(tier1, "triton", cta_cycles_scale=0.5)))}
+    measured, none, fitted, scaled = (runs[n].latency_cycles for n in ("measured", "zero", "tuned", "scaled"))
+    assert measured == fitted > scaled > none  # the same cycles, whichever way they arrive; 4 waves of CTAs pay them
     assert [(runs[n].chip["unit_overhead_cycles"], runs[n].chip["unit_overhead_from"]) for n in runs] == [
-        (rule.cta_cycles, "measured"), (0, "tuning"), (rule.cta_cycles, "tuning")]  # each run says what it paid
-    shipped = h100.chip.kernel_tuning["triton"].unit_overhead_cycles  # type: ignore[union-attr]
+        (rule.cta_cycles, "measured"), (0, "tuning"), (rule.cta_cycles, "tuning"),
+        (round(rule.cta_cycles / 2), "scaled")]  # each run says what it paid and why
     unmeasured = triton.model_copy(update={"tiles": [t.model_copy(update={"cta_cycles": None}) for t in triton.tiles]})
-    assert shipped is not None and vfasim.run(h100, "fa2", **kw).latency_cycles == vfasim.run(
-        h100, "fa2", **(kw | {"kernel": unmeasured})).latency_cycles  # shipped: the fitted figure, whatever the tile
+    flat = with_tuning(h100, "triton", unit_overhead_cycles=7000)  # replaces the shipped scale
+    assert vfasim.run(flat, "fa2", **kw).latency_cycles == vfasim.run(
+        flat, "fa2", **(kw | {"kernel": unmeasured})).latency_cycles  # a flat figure stands whatever the tile
 
 
 def test_a_negative_cta_cost_is_refused_in_one_line():

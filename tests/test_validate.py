@@ -154,6 +154,24 @@ def test_golden_search_and_the_at_bound_flag():
     assert _golden(lambda x: (x - 0.6) ** 2, 0.3, 1.0) == pytest.approx(0.6, abs=0.03)
     assert at_bound({"tensor_efficiency": 1.0, "unit_overhead_cycles": 5000.0}) == ["tensor_efficiency"]
     assert at_bound({"tensor_efficiency": 0.6, "unit_overhead_cycles": 0.0}) == ["unit_overhead_cycles"]
+    assert at_bound({"tensor_efficiency": 0.6, "cta_cycles_scale": 2.99}) == ["cta_cycles_scale"]
+    assert at_bound({"tensor_efficiency": 0.6, "cta_cycles_scale": None}) == []  # not set: nothing to flag
+
+
+def test_the_fit_scales_measured_cta_cycles_where_every_tile_has_them():
+    from vfasim.validate.calibrate import _tuned, scales_cta_cycles
+
+    triton = load_kernel("triton")
+    assert scales_cta_cycles(triton) and not scales_cta_cycles(load_kernel("fa3"))  # fa3's tiles give none
+    unmeasured = triton.model_copy(update={"decode": triton.decode.model_copy(update={"tiles": [  # type: ignore
+        t.model_copy(update={"cta_cycles": None}) for t in triton.decode.tiles]})})  # type: ignore[union-attr]
+    assert not scales_cta_cycles(unmeasured)  # one tile without a measured figure: a flat overhead is fitted
+    h100 = load_hw("H100-SXM")
+    scaled = _tuned(h100, "fa2", {"tensor_efficiency": 0.7, "cta_cycles_scale": 0.5}).chip.kernel_tuning["fa2"]
+    flat = _tuned(h100, "triton", {"tensor_efficiency": 0.7, "unit_overhead_cycles": 99.6}).chip.kernel_tuning["triton"]
+    # the cost not fitted is dropped: the shipped fa2 figure is flat, triton's a scale; both at once is refused
+    assert (scaled.cta_cycles_scale, scaled.unit_overhead_cycles) == (0.5, None)
+    assert (flat.cta_cycles_scale, flat.unit_overhead_cycles) == (None, 100)
 
 
 def test_the_text_report_and_the_scatter(doc, scatter_folder):
@@ -187,8 +205,9 @@ def test_tier_one_uses_no_fitted_parameter_and_is_reported_beside_tier_two(doc):
     tier1 = spec_only(h100).chip.kernel_tuning  # ... and tier 1 drops all of it but the microbenchmarked values
     shipped = h100.chip.kernel_tuning["triton"]
     assert set(tier1) == {"triton"} and tier1["triton"].tensor_efficiency == shipped.tensor_efficiency
-    assert tier1["triton"].unit_overhead_cycles is None and shipped.unit_overhead_cycles  # tier 1: the tiles' measured
-    assert load_kernel("triton").tile(128, "16bit", False).cta_cycles  # per-CTA cycles (a microbenchmark) stand in
+    assert shipped.cta_cycles_scale is not None and shipped.unit_overhead_cycles is None  # tier 2 scales the tiles'
+    assert tier1["triton"].cta_cycles_scale is None and tier1["triton"].unit_overhead_cycles is None  # tier 1: the
+    assert load_kernel("triton").tile(128, "16bit", False).cta_cycles  # measured per-CTA cycles (a microbenchmark) as is
     tuned = [g for g in doc["groups"] if g["chip"] == "H100-SXM" and g["style"] == "fa2"]
     assert tuned and all(g["mape_spec"] is not None for g in tuned)
     # a tuned family's two tiers are different predictions of the same rows

@@ -76,7 +76,7 @@ from vfasim.trace import KIND_CODE, KIND_NAMES, Trace
 ROLES = ("tensor", "vector", "exp")
 BUSY_ENOUGH = 0.5  # below this utilisation no resource bounds the chip: the launch itself does
 #: where a unit's fixed cycles come from: the chip's kernel_tuning, the kernel tile's measured cta_cycles, or nowhere
-OverheadFrom = Literal["tuning", "measured", "none"]
+OverheadFrom = Literal["tuning", "scaled", "measured", "none"]
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,7 @@ class ChipResult:
     unit_timing: UnitTiming | None = None  # how a unit's ops were timed on its core (``core_ops`` repeats it)
     unit_overhead_cycles: int = 0  # the fixed cycles each unit paid beyond its ops
     unit_overhead_from: OverheadFrom = "none"  # the chip's kernel_tuning (fitted or sourced), the tile's measured cycles
+    # times the chip's fitted scale, or as measured
 
 
 @dataclass(frozen=True)
@@ -208,8 +209,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     first = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else 0
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
         + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first
-    origin: OverheadFrom = "tuning" if tuning.unit_overhead_cycles is not None else "measured" if rule.cta_cycles \
-        else "none"
+    origin: OverheadFrom = "tuning" if tuning.unit_overhead_cycles is not None else "none" if not rule.cta_cycles \
+        else "measured" if tuning.cta_cycles_scale is None else "scaled"
     return replace(_totals(plan, launch, busy, times, combine, int(np.ceil(end - 1e-9)), geo.flops),
                    prepass_cycles=first, unit_timing=timing, unit_overhead_cycles=plan.overhead,
                    unit_overhead_from=origin)

@@ -14,8 +14,8 @@ Assumptions:
   independent and loads cost only what the core's own data mover charges.
 - A kernel style runs the core's ops at their configured rates, except that
   ``kernel_tuning.<style>.tensor_efficiency`` scales the tensor pipelines and
-  ``unit_overhead_cycles`` (fitted; absent: the kernel tile's measured ``cta_cycles``) adds a fixed exposed cost
-  to every work unit; a style
+  ``unit_overhead_cycles`` (fitted; absent: the kernel tile's measured ``cta_cycles``, times a fitted
+  ``cta_cycles_scale`` when given) adds a fixed exposed cost to every work unit; a style
   whose warps read their matmul operands from shared memory (``fa2``) also pays
   those reads at ``core_limits.shared_read_bytes_per_cycle`` (``chip.styles``).
 - ``register_bytes``, when given, holds a stream's score, P and O-accumulator
@@ -89,10 +89,24 @@ class KernelTuning(_Strict):
         default=None, strict=True, ge=0, le=MAX_CYCLES, description="Fixed cycles per work unit beyond its ops (block "
         "launch, prologue, epilogue), exposed like a latency, fitted; absent: the kernel tile's measured cta_cycles "
         "(none where it gives none)")
+    cta_cycles_scale: float | None = Field(
+        default=None, strict=True, ge=0, le=4, allow_inf_nan=False, description="Factor on the kernel tile's measured "
+        "cta_cycles, fitted in place of a flat unit_overhead_cycles for a kernel whose every tile carries a measured "
+        "figure (it keeps their spread over head dims and formats); absent: 1")
+
+    @model_validator(mode="after")
+    def _one_overhead(self) -> KernelTuning:
+        if self.unit_overhead_cycles is not None and self.cta_cycles_scale is not None:
+            raise ValueError("give unit_overhead_cycles or cta_cycles_scale, not both (the flat figure would replace "
+                             "the scaled one)")
+        return self
 
     def overhead(self, cta_cycles: int | None) -> int:
-        """A unit's fixed cycles: the fitted figure, else the tile's measured ``cta_cycles``, else none."""
-        return self.unit_overhead_cycles if self.unit_overhead_cycles is not None else cta_cycles or 0
+        """A unit's fixed cycles: the fitted flat figure, else the tile's measured ``cta_cycles`` (times
+        ``cta_cycles_scale`` when given), else none."""
+        if self.unit_overhead_cycles is not None:
+            return self.unit_overhead_cycles
+        return int(round((cta_cycles or 0) * (1.0 if self.cta_cycles_scale is None else self.cta_cycles_scale)))
 
 
 class ChipSpec(_Strict):

@@ -78,8 +78,8 @@ class TileRule(_Strict):
                                 "time on the memory pipe, its data then streams at the core's rates")
     cta_cycles: int | None = Field(
         strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of this tile spends beyond the ops the "
-        "model prices (its prologue and epilogue), measured; a chip's fitted kernel_tuning unit_overhead_cycles "
-        "replaces it; absent: none")
+        "model prices (its prologue and epilogue), measured; a chip's fitted kernel_tuning cta_cycles_scale scales it, "
+        "a flat unit_overhead_cycles replaces it; absent: none")
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
 
     @model_validator(mode="after")

@@ -149,7 +149,8 @@ class ChipFigures(TypedDict, total=False):
     prepass_cycles: int
     prepass_us: float
     unit_overhead_cycles: int  # fixed cycles each unit paid beyond its ops
-    unit_overhead_from: str  # tuning (the chip's kernel_tuning), measured (the tile's cta_cycles) or none
+    unit_overhead_from: str  # tuning (the chip's flat kernel_tuning figure), scaled (the tile's cta_cycles times the
+    # chip's fitted cta_cycles_scale), measured (the tile's cta_cycles) or none
     utilization: dict[str, float]
     unit_bounds: dict[str, int]
     numerics_heads: Sequence[int]

@@ -331,15 +331,18 @@ def subset(rows: list[Row], per_group: int | None) -> list[Row]:
     return [r for r in rows if id(r) in keep]
 
 
-def with_tuning(config: HardwareConfig, kernel: str, **fields: float) -> HardwareConfig:
-    """``config`` with kernel ``kernel``'s tuning fields replaced."""
+def with_tuning(config: HardwareConfig, kernel: str, **fields: float | None) -> HardwareConfig:
+    """``config`` with kernel ``kernel``'s tuning fields replaced; a per-CTA cost given (a flat
+    ``unit_overhead_cycles`` or a ``cta_cycles_scale``) replaces the other one unless both are given."""
     from vfasim.hw.chip import KernelTuning
 
     chip = config.chip
     if chip is None:
         raise VfasimError(f"{config.name} has no chip section")
     old = chip.kernel_tuning.get(kernel, KernelTuning())
-    tuning = {**old.model_dump(), **fields}
+    costs = ("unit_overhead_cycles", "cta_cycles_scale")
+    dropped = {other: None for mine, other in (costs, costs[::-1]) if fields.get(mine) is not None and other not in fields}
+    tuning = {**old.model_dump(), **dropped, **fields}
     return variant(config, {"chip": {"kernel_tuning": {kernel: tuning}}}, f"{kernel} tuning {fields}")
 
 

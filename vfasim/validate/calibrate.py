@@ -1,9 +1,11 @@
 """Fitting a chip's kernel-style tuning on the declared fit rows, and the validation summary.
 
-``fit_style`` tunes ``tensor_efficiency`` and ``unit_overhead_cycles`` of one
-(chip, kernel style) by coordinate descent (golden-section search on each in
+``fit_style`` tunes ``tensor_efficiency`` and a per-CTA cost of one (chip, kernel style) by coordinate descent (golden-section search on each in
 turn, ``ROUNDS`` rounds) minimising the MAPE of the fit rows
-(``validate.FIT_SEQ_LENS``, never an unverified table's rows). A value that ends
+(``validate.FIT_SEQ_LENS``, never an unverified table's rows). The per-CTA cost is
+``cta_cycles_scale``, a factor on the tiles' measured ``cta_cycles``, for a kernel
+whose every tile carries one (``scales_cta_cycles``), else a flat
+``unit_overhead_cycles``: one parameter either way. A value that ends
 within 1% of its range's end is reported "at bound". The values are printed as
 YAML lines for the chip's config, where ``vfasim run`` and ``vfasim validate``
 read them; nothing is written to the configs by the fit itself.
@@ -19,7 +21,7 @@ import numpy as np
 
 from vfasim.errors import VfasimError
 from vfasim.hw import HardwareConfig, builtin_names, load_hw
-from vfasim.kernel import Kernel
+from vfasim.kernel import Kernel, load_kernel
 from vfasim.reuse import reuse
 from vfasim.validate import (
     CHIP_KERNELS,
@@ -39,7 +41,7 @@ from vfasim.validate import (
     with_tuning,
 )
 
-RANGES = {"tensor_efficiency": (0.3, 1.0), "unit_overhead_cycles": (0.0, 30000.0)}
+RANGES = {"tensor_efficiency": (0.3, 1.0), "unit_overhead_cycles": (0.0, 30000.0), "cta_cycles_scale": (0.0, 3.0)}
 ROUNDS = 2
 STEPS = 9  # golden-section evaluations per parameter and round
 GOLD = (np.sqrt(5) - 1) / 2
@@ -58,7 +60,7 @@ class Fitted:
     def yaml(self) -> str:
         lines = [f"    {self.style}:"]
         for k, v in self.values.items():
-            shown = f"{v:.3f}" if k == "tensor_efficiency" else f"{int(round(v))}"
+            shown = f"{int(round(v))}" if k == "unit_overhead_cycles" else f"{v:.3f}"
             why = "measured, kept as configured (not fitted)" if k in self.kept else \
                 f"fitted on {self.rows} rows with seq_len in the fit set by: vfasim validate --fit"
             lines.append(f"      {k}: {shown}  # source: {why}")
@@ -81,7 +83,8 @@ def _fit_style(rows: list[Row], chip: str, style: str, jobs: int, per_group: int
     if len(mine) < 2:
         return None
     base = load_hw(chip)
-    values = {"tensor_efficiency": 1.0, "unit_overhead_cycles": 0.0}
+    cost = "cta_cycles_scale" if scales_cta_cycles(load_kernel(style)) else "unit_overhead_cycles"
+    values = {"tensor_efficiency": 1.0, cost: 1.0 if cost == "cta_cycles_scale" else 0.0}
     kept = MEASURED.get((chip, style), ())
     shipped = base.chip.kernel_tuning.get(style) if base.chip is not None else None
     if kept and shipped is None:
@@ -92,22 +95,29 @@ def _fit_style(rows: list[Row], chip: str, style: str, jobs: int, per_group: int
         cfg = _tuned(base, style, {**values, **trial})
         return mape(predict_all(mine, {chip: cfg}, jobs)) or 0.0
 
-    free = {n: r for n, r in RANGES.items() if n not in kept}
+    free = {n: r for n, r in RANGES.items() if n in values and n not in kept}
     for _ in range(ROUNDS if len(free) > 1 else 1):
         for name, (lo, hi) in free.items():
             values[name] = float(_golden(lambda x: loss(**{name: x}), lo, hi))  # called at once: no late binding
     return Fitted(chip, style, values, at_bound(values, kept), len(mine), loss(), kept)
 
 
+def scales_cta_cycles(kernel: Kernel) -> bool:
+    """Whether the fit scales the kernel's measured per-CTA cycles (every tile, prefill and decode, carries
+    ``cta_cycles``) rather than fitting one flat ``unit_overhead_cycles``."""
+    tiles = [*kernel.tiles, *(kernel.decode.tiles if kernel.decode is not None else ())]
+    return all(t.cta_cycles is not None for t in tiles)
+
+
 def at_bound(values: Mapping[str, float | None], kept: tuple[str, ...] = ()) -> list[str]:
     """Names of the fitted values within 1% of either end of their fit range."""
-    return [n for n, (lo, hi) in RANGES.items()  # None: not set (a measured figure stands in)
-            if n not in kept and (v := values[n]) is not None and min(v - lo, hi - v) <= 0.01 * (hi - lo)]
+    return [n for n, (lo, hi) in RANGES.items()  # None or absent: not set (a measured figure stands in)
+            if n not in kept and (v := values.get(n)) is not None and min(v - lo, hi - v) <= 0.01 * (hi - lo)]
 
 
 def _tuned(base: HardwareConfig, style: str, values: dict[str, float]) -> HardwareConfig:
-    return with_tuning(base, style, tensor_efficiency=values["tensor_efficiency"],
-                       unit_overhead_cycles=int(round(values["unit_overhead_cycles"])))
+    fields = {n: int(round(v)) if n == "unit_overhead_cycles" else float(v) for n, v in values.items()}
+    return with_tuning(base, style, **fields)  # the per-CTA cost not fitted: dropped
 
 
 def _golden(f: Callable[[float], float], lo: float, hi: float) -> float:
