@@ -288,3 +288,68 @@ def run_loop(add, timer: Timer, quick: bool, log, cases=LOOPS) -> None:
             log(f"micro tl.dot {name} d{d}: {fl / (tm.median_us * 1e-6) / 1e12:.0f} TFLOP/s")
         except Exception as e:  # noqa: BLE001
             log(f"micro tl.dot {name} d{d} failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+
+
+#: tile configs (BLOCK_M, BLOCK_N, warps, stages) the stages phase times per head dim: the campaign's own, its K/V
+#: stages from 2 to 4, half the query rows (the K/V bytes a tile reads stay, its flops halve) and half or double the
+#: key block (bytes and flops together); a config that does not fit an SM's shared memory fails and is logged
+STAGE_CONFIGS = {64: ((128, 64, 8, 2), (128, 64, 8, 3), (128, 64, 8, 4), (64, 64, 4, 3), (128, 32, 8, 3),
+                      (128, 128, 8, 3)),
+                 128: ((128, 128, 8, 2), (128, 128, 8, 3), (128, 128, 8, 4), (64, 128, 4, 3), (128, 64, 8, 3),
+                       (128, 64, 8, 2)),
+                 256: ((128, 64, 8, 2), (128, 64, 8, 3), (128, 64, 8, 1), (64, 64, 4, 2), (128, 32, 8, 2),
+                       (128, 32, 8, 3))}
+STAGE_MODES = ("dots", "fa2", "vfa")  # the loop without its softmax, FA2, VFA's attention kernel (k_repr made first)
+
+
+def run_stages(add, timer: Timer, quick: bool, log, formats=("fp16", "fp8_e4m3")) -> None:
+    """The loop without its softmax, FA2 and VFA's kernel at every ``STAGE_CONFIGS`` tile, non-causal, 16K query
+    rows in all and 2048 // d heads (the loop phase's shapes): what the K/V stages, the query rows and the key block
+    change, with and without the softmax. One row per (mode, format, head dim, config), with the compiled kernel's
+    registers per thread and shared memory in its notes where Triton reports them."""
+    from harness.attention import TORCH_DTYPE, transposed_v
+
+    seq = 2048 if quick else 8192
+    for d, configs in STAGE_CONFIGS.items():
+        for name in formats:
+            dt = TORCH_DTYPE[name]
+            heads, batch = 2048 // d, 16384 // seq
+            q = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
+            k = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
+            v = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
+            if dt == torch.float8_e4m3fn:
+                v = transposed_v(v)  # the layout the campaigns time fp8 in
+            o = torch.empty(batch, heads, seq, d, device="cuda", dtype=torch.float16)
+            fl = 4 * seq * seq * d * heads * batch
+            for cfg in configs[:2] if quick else configs:
+                kr = kernels.krepr(k, cfg[1])
+                for mode in STAGE_MODES:
+                    tag = f"stages_{mode}_{name}_d{d}_m{cfg[0]}_n{cfg[1]}_w{cfg[2]}_s{cfg[3]}"
+                    try:
+                        def call(mode=mode, cfg=cfg, kr=kr) -> None:
+                            kernels.attention(q, k, v, False, mode, out=o, kr=kr if mode == "vfa" else None,
+                                              config=cfg)
+                        call()
+                        torch.cuda.synchronize()
+                        tm = timer.time(call, reps=10)
+                        tf = fl / (tm.median_us * 1e-6) / 1e12
+                        add(f"{tag}_tflops", tf, "TFLOP/s",
+                            f"Triton attn_fwd {mode}, tiles {cfg[0]}x{cfg[1]}, {cfg[2]} warps, {cfg[3]} stages; "
+                            f"seq {seq}, batch {batch}, heads {heads}, non-causal; median {tm.median_us:.1f} us, "
+                            f"spread {tm.spread_pct:.1f}%{_compiled(kernels.attn_fwd)}")
+                        log(f"stages {tag}: {tf:.0f} TFLOP/s")
+                    except Exception as e:  # noqa: BLE001
+                        log(f"stages {tag} failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+
+
+def _compiled(fn) -> str:
+    """'; N registers, S bytes of shared memory' of the last kernel Triton compiled for ``fn``, or '' where its
+    version does not say."""
+    try:
+        caches = getattr(fn, "device_caches", None) or {}
+        for entry in caches.values():
+            kernel = list(entry[0].values())[-1]
+            return f"; {kernel.n_regs} registers, {kernel.metadata.shared} bytes of shared memory"
+    except Exception:  # noqa: BLE001
+        pass
+    return ""

@@ -32,7 +32,7 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
               256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]}
 
 
-PHASES = ("checks", "micro", "loop", "issue", "latency", "profile", "floor", "units", "units_decode", "pairs", "chain",
+PHASES = ("checks", "micro", "loop", "stages", "issue", "latency", "profile", "floor", "units", "units_decode", "pairs", "chain",
           "fa3", "decode", "numerics", "prefill")
 
 
@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                     "prefill tile; 16 or fewer: the decode tile)")
     ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
                     help="comma-separated; also 'loop' (the loop without its softmax at every head dim and format, "
-                         "into micro.csv), 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
+                         "into micro.csv), 'stages' (the loop without its softmax, Triton FA2 and VFA's kernel at several "
+                         "K/V stage counts, query rows and key blocks per head dim, into micro.csv), 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
                          "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
                          "without its softmax on the FA3-regime grid), 'units' (Triton FA2, or the kernels --units-kernels names, "
                          "at a fixed CTA count, growing K/V), 'units_decode' (the same with one query per head: the "
@@ -193,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
             from harness.micro import run_loop
             run_loop(add_micro, timer, a.quick, log)
 
+        def stages() -> None:
+            from harness.micro import run_stages
+            run_stages(add_micro, timer, a.quick, log)
+
         def issue() -> None:
             from harness.issue import run_issue
             run_issue(add_micro, sms, a.quick, log)
@@ -208,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if "micro" in phases and budget.left() > 60:
             phase("micro", "micro", micro)
-        for name, body in (("loop", loop), ("issue", issue), ("latency", latency)):
+        for name, body in (("loop", loop), ("stages", stages), ("issue", issue), ("latency", latency)):
             if name in phases:
                 phase(name, "micro", body)
         if "profile" in phases:
