@@ -16,7 +16,7 @@ from vfasim.hw import builtin_names, load_hw
 from vfasim.kernel import Kernel, WaveSplit, builtin_kernel_names, load_kernel
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
-SHIPPED = ("ascend-pto", "cudnn", "fa2", "fa3", "fa4", "splitkv-decode", "triton")
+SHIPPED = ("ascend-pto", "cudnn", "efficient", "fa2", "fa3", "fa4", "splitkv-decode", "triton")
 
 
 def test_the_shipped_kernels_are_listed():
@@ -260,3 +260,28 @@ def test_a_negative_cta_cost_is_refused_in_one_line():
     raw["tiles"][0]["cta_cycles"] = -1
     with pytest.raises(Exception, match="cta_cycles"):
         Kernel.model_validate(raw)
+
+
+def test_a_loop_that_is_not_pipelined_waits_for_each_blocks_loads():
+    # efficient's key loop runs each block's matmuls as their own mainloops (loop_pipelined: false): the same kernel
+    # with a pipelined loop is faster, as its loads then run ahead of the blocks in hand
+    efficient = load_kernel("efficient")
+    assert not efficient.loop_pipelined and load_kernel("fa2").loop_pipelined
+    kw = dict(seq_len=2048, head_dim=128, heads=16, batch=4, causal=False, numerics_heads=0)
+    serial = vfasim.run("H100-SXM", "fa2", kernel=efficient, **kw).latency_cycles
+    piped = vfasim.run("H100-SXM", "fa2", kernel=efficient.model_copy(update={"loop_pipelined": True}),
+                       **kw).latency_cycles
+    assert serial > 1.1 * piped
+
+
+def test_a_tiles_shared_bytes_set_its_occupancy():
+    from vfasim.chip.occupancy import TileShape, occupancy
+
+    efficient = load_kernel("efficient")
+    rule = efficient.tile(256, "16bit", False)
+    assert rule.shared_bytes == 81920 and rule.block_q == 32
+    limits = load_hw("H100-SXM").chip.core_limits  # type: ignore[union-attr]
+    shape = TileShape(rule.block_q, rule.block_k, 256, 2, 2, 2)
+    streamed = occupancy(efficient, rule, shape, limits)
+    whole = occupancy(efficient, rule.model_copy(update={"shared_bytes": None}), shape, limits)
+    assert (streamed, whole) == (2, 1)  # 2 x 80 KiB fit an SM's 228 KiB; whole K and V tiles of 128 KiB fit once

@@ -8,7 +8,8 @@ share one thread block (CTA) and its K/V buffers, and how many CTAs a core runs.
 Assumptions:
 - Shared memory per stream: the Q tile (unless Q lives in registers) and its
   share of the CTA's K/V stages (``kv_stages`` × (K + V) tiles, or ``kv_stages``
-  tiles when K and V share one ring).
+  tiles when K and V share one ring), or the tile rule's ``shared_bytes`` (a CTA's shared storage as its source
+  declares it) split among the CTA's streams.
 - Registers per stream: what the kernel's tile rule declares
   (``registers_per_thread`` × the stream's threads), else its live tiles:
   ``score_buffers`` fp32 score tiles, a P tile in the matmul format unless P
@@ -60,7 +61,7 @@ def stream_need(kernel: Kernel, rule: TileRule, shape: TileShape, limits: CoreLi
     tiles = (kernel.score_buffers * shape.block_q * shape.block_k * ACC_BYTES
              + (0 if kernel.p_aliases_scores else shape.block_q * shape.block_k * shape.p_bytes)
              + shape.block_q * shape.head_dim * ACC_BYTES)
-    shared = kv + (0 if kernel.q_in == "registers" else q)
+    shared = kv + (0 if kernel.q_in == "registers" else q) if rule.shared_bytes is None else rule.shared_bytes / g
     regs = tiles + (q if kernel.q_in == "registers" else 0)
     threads = (rule.warps or kernel.warps) * WARP
     if rule.registers_per_thread is not None:

@@ -27,8 +27,8 @@ Chip-level figures:
 - FLOPs = 4 · head_dim · visible query-key pairs · heads · batch (causal pairs
   counted exactly), the convention of published attention throughput.
 - Each launch adds the chip's ``launch_overhead_us`` (a microbenchmark figure) to the latency.
-- A kernel whose key loop is not software-pipelined when it carries a block test (``Kernel.skip_loop_pipelined``
-  false; a trace with skip tests) has its units timed in program order per stream (``in_order_core``): each K/V
+- A kernel whose key loop is not software-pipelined (``Kernel.loop_pipelined`` false), or not when it carries a
+  block test (``Kernel.skip_loop_pipelined`` false; a trace with skip tests), has its units timed in program order per stream (``in_order_core``): each K/V
   load waits out the L2 latency and moves its bytes at what one core's loads get from the L2 in such a loop (L2, not
   HBM: a head's K/V tiles are read by all its query blocks and mostly hit; a decode's long K/V, read once, is priced
   the same), then the tile's compute runs, then the next load.
@@ -195,8 +195,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     prepass = kernel.minit == "prepass" and bool(np.any(trace.kind == KIND_CODE["key_summary"]))
     core_k = tile_core(timing_core(plan.core, kernel.mma == "per_stream", operand_warps, streams, shape,
                                    chip.core_limits), rule)
-    buffers, in_order = kernel.score_buffers, not kernel.skip_loop_pipelined and bool(np.any(
-        trace.kind == KIND_CODE["skip_test"]))
+    buffers, in_order = kernel.score_buffers, not kernel.loop_pipelined or not kernel.skip_loop_pipelined and bool(
+        np.any(trace.kind == KIND_CODE["skip_test"]))
     if in_order:
         core_k, buffers = in_order_core(core_k, chip, hw.clock_ghz, streams), 1  # no tile ahead of the one in hand
     if prepass:  # the summaries come from the prepass launch: the main kernel only reads them

@@ -64,6 +64,10 @@ class TileRule(_Strict):
     registers_per_thread: int | None = Field(
         strict=True, default=None, gt=0, le=255, description="Registers the source allots each thread of a stream (absent: "
                                                 "computed from the live tiles)")
+    shared_bytes: int | None = Field(
+        strict=True, default=None, gt=0, le=1 << 24, description="Shared memory one CTA of this tile takes, from the "
+        "source's shared storage, where it streams K and V in chunks rather than holding whole tiles (absent: "
+        "computed from the tiles: Q where it lives in shared memory and kv_stages K and V tiles)")
     producer_registers_per_thread: int | None = Field(
         strict=True, default=None, ge=0, le=255, description="Registers of each producer thread with this tile (absent: the "
                                                 "kernel's)")
@@ -245,6 +249,10 @@ class Kernel(_Strict):
     v_before_skip_test: bool = Field(default=False, description="A skipping algorithm's block test (BLASST, VSA) "
                                      "comes after the block's V load in the source, so a skipped block still reads "
                                      "its V; false: only a kept block loads V, after the test")
+    loop_pipelined: bool = Field(
+        default=True, description="The key loop is software-pipelined: a key block's K and V loads are issued while "
+        "earlier blocks compute; false: each block's loads are issued in the iteration that uses them (its matmuls run "
+        "their own mainloops), priced as a skipping loop that is not pipelined is (skip_loop_pipelined)")
     skip_loop_pipelined: bool = Field(
         default=True, description="The key loop stays software-pipelined when it carries a skipping algorithm's block "
         "test; false: the compiled loop runs in program order (each stream's ops one after another, its K/V loads in "
