@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
                     "prefill tile; 16 or fewer: the decode tile)")
     ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
                     help="comma-separated; also 'loop' (the loop without its softmax at every head dim and format, "
-                         "into micro.csv), 'stages' (the loop without its softmax, Triton FA2 and VFA's kernel at several "
-                         "K/V stage counts, query rows and key blocks per head dim, into micro.csv), 'latency' (pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
+                         "into micro.csv), 'stages' (the loop without its softmax, Triton FA2 and VFA's kernel at "
+                         "several K/V stage counts, query rows and key blocks per head dim, into micro.csv), 'latency' "
+                         "(pointer-chase L2/HBM latency, into micro.csv), 'issue' (exp2/FFMA "
                          "overlap and dependent latencies, into micro.csv), 'floor' (Triton FA2, VFA's kernel and the loop "
                          "without its softmax on the FA3-regime grid), 'units' (Triton FA2, or the kernels --units-kernels names, "
                          "at a fixed CTA count, growing K/V), 'units_decode' (the same with one query per head: the "

@@ -28,8 +28,8 @@ Chip-level figures:
   counted exactly), the convention of published attention throughput.
 - Each launch adds the chip's ``launch_overhead_us`` (a microbenchmark figure) to the latency.
 - A kernel whose key loop is not software-pipelined (``Kernel.loop_pipelined`` false), or not when it carries a
-  block test (``Kernel.skip_loop_pipelined`` false; a trace with skip tests), has its units timed in program order per stream (``in_order_core``): each K/V
-  load waits out the L2 latency and moves its bytes at what one core's loads get from the L2 in such a loop (L2, not
+  block test (``Kernel.skip_loop_pipelined`` false; a trace with skip tests), has its units timed in program order
+  per stream (``in_order_core``): each K/V load waits out the L2 latency and moves its bytes at what one core's loads get from the L2 in such a loop (L2, not
   HBM: a head's K/V tiles are read by all its query blocks and mostly hit; a decode's long K/V, read once, is priced
   the same), then the tile's compute runs, then the next load.
 - A kernel with no ``kernel_tuning`` entry runs its matmuls at the chip's microbenchmark ceiling for its
@@ -116,8 +116,8 @@ class ChipResult:
     prepass_cycles: int = 0  # the key-summary launch before the main one (VFA with a prepass kernel)
     unit_timing: UnitTiming | None = None  # how a unit's ops were timed on its core (``core_ops`` repeats it)
     unit_overhead_cycles: int = 0  # the fixed cycles each unit paid beyond its ops
-    unit_overhead_from: OverheadFrom = "none"  # the chip's kernel_tuning (fitted or sourced), the tile's measured cycles
-    # times the chip's fitted scale, or as measured
+    # the chip's kernel_tuning (fitted or sourced), the tile's measured cycles times the chip's fitted scale, or as is
+    unit_overhead_from: OverheadFrom = "none"
 
 
 @dataclass(frozen=True)

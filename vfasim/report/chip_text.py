@@ -40,7 +40,8 @@ def format_chip_run(doc: dict) -> str:
     return "\n".join(lines)
 
 
-_OVERHEAD_FROM = {"tuning": "the chip's kernel_tuning", "scaled": "the kernel tile's measured cta_cycles times the chip's fitted cta_cycles_scale",
+_OVERHEAD_FROM = {"tuning": "the chip's kernel_tuning",
+                  "scaled": "the kernel tile's measured cta_cycles times the chip's fitted cta_cycles_scale",
                   "measured": "measured: the kernel tile's cta_cycles",
                   "none": "none given"}
 

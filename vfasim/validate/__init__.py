@@ -341,7 +341,8 @@ def with_tuning(config: HardwareConfig, kernel: str, **fields: float | None) -> 
         raise VfasimError(f"{config.name} has no chip section")
     old = chip.kernel_tuning.get(kernel, KernelTuning())
     costs = ("unit_overhead_cycles", "cta_cycles_scale")
-    dropped = {other: None for mine, other in (costs, costs[::-1]) if fields.get(mine) is not None and other not in fields}
+    dropped = {other: None for mine, other in (costs, costs[::-1])
+               if fields.get(mine) is not None and other not in fields}
     tuning = {**old.model_dump(), **dropped, **fields}
     return variant(config, {"chip": {"kernel_tuning": {kernel: tuning}}}, f"{kernel} tuning {fields}")
 

@@ -1,7 +1,7 @@
 """Fitting a chip's kernel-style tuning on the declared fit rows, and the validation summary.
 
-``fit_style`` tunes ``tensor_efficiency`` and a per-CTA cost of one (chip, kernel style) by coordinate descent (golden-section search on each in
-turn, ``ROUNDS`` rounds) minimising the MAPE of the fit rows
+``fit_style`` tunes ``tensor_efficiency`` and a per-CTA cost of one (chip, kernel
+style) by coordinate descent (golden-section search on each in turn, ``ROUNDS`` rounds) minimising the MAPE of the fit rows
 (``validate.FIT_SEQ_LENS``, never an unverified table's rows). The per-CTA cost is
 ``cta_cycles_scale``, a factor on the tiles' measured ``cta_cycles``, for a kernel
 whose every tile carries one (``scales_cta_cycles``), else a flat
