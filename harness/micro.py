@@ -263,22 +263,27 @@ MICRO_LOOPS = ((64, "fp16"), (128, "fp16"), (128, "bf16"), (128, "fp8_e4m3"))
 LOOPS = tuple((d, f) for d in (64, 128, 256) for f in ("fp16", "bf16", "fp8_e4m3"))
 
 
+def _loop_inputs(d: int, name: str, seq: int):
+    """(q, k, v, out) of the loop phases' shape: 16K query rows in all, 2048 // d heads, standard normal in format
+    ``name`` (V in the layout the campaigns time fp8 in)."""
+    from harness.attention import TORCH_DTYPE, transposed_v
+
+    dt = TORCH_DTYPE[name]
+    heads, batch = 2048 // d, 16384 // seq
+    q, k, v = (torch.randn(batch, heads, seq, d, device="cuda").to(dt) for _ in range(3))
+    if dt == torch.float8_e4m3fn:
+        v = transposed_v(v)
+    return q, k, v, torch.empty(batch, heads, seq, d, device="cuda", dtype=torch.float16)
+
+
 def run_loop(add, timer: Timer, quick: bool, log, cases=LOOPS) -> None:
     """The tl.dot rate at the FA tile shapes: the kernel's loop with the softmax taken out (``dots`` mode: P =
     scale*S cast), non-causal, 16K query rows in all and 2048 // d heads; one row per (head dim, format) case."""
-    from harness.attention import TORCH_DTYPE, transposed_v
-
     seq = 2048 if quick else 8192
     for d, name in cases:
-        dt = TORCH_DTYPE[name]
-        heads, batch = 2048 // d, 16384 // seq
         try:
-            q = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
-            k = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
-            v = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
-            if dt == torch.float8_e4m3fn:
-                v = transposed_v(v)  # the layout the campaigns time fp8 in
-            o = torch.empty(batch, heads, seq, d, device="cuda", dtype=torch.float16)
+            q, k, v, o = _loop_inputs(d, name, seq)
+            heads, batch = q.shape[1], q.shape[0]
             cfg = kernels.config_for(d, seq)
             tm = timer.time(lambda: kernels.attention(q, k, v, False, "dots", out=o), reps=10)
             fl = 4 * seq * seq * d * heads * batch
@@ -307,19 +312,11 @@ def run_stages(add, timer: Timer, quick: bool, log, formats=("fp16", "fp8_e4m3")
     rows in all and 2048 // d heads (the loop phase's shapes): what the K/V stages, the query rows and the key block
     change, with and without the softmax. One row per (mode, format, head dim, config), with the compiled kernel's
     registers per thread and shared memory in its notes where Triton reports them."""
-    from harness.attention import TORCH_DTYPE, transposed_v
-
     seq = 2048 if quick else 8192
     for d, configs in STAGE_CONFIGS.items():
         for name in formats:
-            dt = TORCH_DTYPE[name]
-            heads, batch = 2048 // d, 16384 // seq
-            q = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
-            k = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
-            v = torch.randn(batch, heads, seq, d, device="cuda").to(dt)
-            if dt == torch.float8_e4m3fn:
-                v = transposed_v(v)  # the layout the campaigns time fp8 in
-            o = torch.empty(batch, heads, seq, d, device="cuda", dtype=torch.float16)
+            q, k, v, o = _loop_inputs(d, name, seq)
+            heads, batch = q.shape[1], q.shape[0]
             fl = 4 * seq * seq * d * heads * batch
             for cfg in configs[:2] if quick else configs:
                 kr = kernels.krepr(k, cfg[1])
