@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the kernels the chain phase times against Triton FA2, comma-separated (of triton_vfa_attn, "
                          "triton_vsa_attn, triton_dots)")
     ap.add_argument("--units-kernels", default="triton_fa2",
-                    help="the kernels the units phase times, comma-separated (of triton_fa2, sdpa_flash, sdpa_cudnn; "
-                         "SDPA's in fp16 only)")
+                    help="the kernels the units phase times, comma-separated (of triton_fa2, sdpa_flash, sdpa_cudnn, "
+                         "sdpa_efficient; SDPA's in fp16 only)")
     ap.add_argument("--chain-rows", type=int, default=128, help="query rows per head in the chain phase (128: the "
                     "prefill tile; 16 or fewer: the decode tile)")
     ap.add_argument("--phases", default="checks,micro,fa3,decode,numerics,prefill",
@@ -78,10 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     against = tuple(a.chain_against.split(","))
     if a.units_kernels != "triton_fa2" and not phases & {"units", "units_decode"}:
         ap.error("--units-kernels applies to the units and units_decode phases; --phases names neither")
-    unknown_units = set(a.units_kernels.split(",")) - {"triton_fa2", "sdpa_flash", "sdpa_cudnn"}
+    unknown_units = set(a.units_kernels.split(",")) - {"triton_fa2", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"}
     if unknown_units or not a.units_kernels:
         ap.error(f"--units-kernels: unknown kernel(s) {', '.join(sorted(unknown_units)) or '(none given)'} "
-                 "(valid: triton_fa2, sdpa_flash, sdpa_cudnn)")
+                 "(valid: triton_fa2, sdpa_flash, sdpa_cudnn, sdpa_efficient)")
     bad = set(against) - {"triton_vfa_attn", "triton_vsa_attn", "triton_dots"}
     if bad or not a.chain_against:
         ap.error(f"--chain-against: unknown kernel(s) {', '.join(sorted(bad)) or '(none given)'} "
@@ -310,8 +310,8 @@ class CaseRunner:
             "unit": "us", "spread_pct": round(t.spread_pct, 2), "reps": t.reps})
 
     def run_units(self, grid, dtypes, kernels=("triton_fa2",)) -> None:
-        """``kernels`` (Triton FA2, SDPA's flash or cuDNN backend; SDPA in 16-bit formats only) on ``A.units_grid``: a
-        fixed number of CTAs, each walking more key blocks."""
+        """``kernels`` (Triton FA2, SDPA's flash, cuDNN or efficient backend; SDPA in 16-bit formats only) on a units
+        grid: a fixed number of CTAs, each walking more key blocks."""
         for case in grid:
             inp, parts = A.Inputs(case, seed=hash(case.key()) & 0xFFFF), []
             for dt in dtypes:

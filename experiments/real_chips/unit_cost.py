@@ -60,16 +60,20 @@ def compare(head_dim: int, dtype: str, rows: list[dict]) -> dict:
     hw, kernel = load_hw(CHIPS[rows[0]["chip"]]), kernel_for(rows[0]["kernel"])
     if kernel is None:
         raise SystemExit(f"{rows[0]['kernel']}: no kernel description claims it")
-    shipped = hw.chip.kernel_tuning[kernel.name]  # type: ignore[union-attr]
-    no_overhead = with_tuning(hw, kernel.name, tensor_efficiency=shipped.tensor_efficiency, unit_overhead_cycles=0)
+    shipped = hw.chip.kernel_tuning.get(kernel.name)  # type: ignore[union-attr]
+    # without a per-CTA cost: a tuned kernel keeps its efficiency with no overhead; an untuned one (efficient) runs at
+    # its MMA path's ceiling as it does anyway, its tiles' measured cycles taken away
+    no_overhead = hw if shipped is None else with_tuning(hw, kernel.name, tensor_efficiency=shipped.tensor_efficiency,
+                                                         unit_overhead_cycles=0)
+    bare = kernel if shipped is not None else _without_cta_cycles(kernel)
     decode = rows[0]["mode"] == "decode"
     block_k = kernel.tile(head_dim, format_class(MATMUL_FORMATS[FORMATS[dtype]]), False, decode).block_k
     seq = np.array([int(r["seq_len"]) for r in rows])
     tiles, us = seq / block_k, np.array([float(r["value"]) for r in rows])
     model, waves = {}, set()
-    for name, cfg in (("model", hw), ("model0", no_overhead)):
+    for name, cfg, k in (("model", hw, kernel), ("model0", no_overhead, bare)):
         runs = [run(cfg, "fa2", seq_len=int(r["seq_len"]), head_dim=head_dim, heads=int(r["heads"]), causal=False,
-                    kernel=kernel, matmul_format=FORMATS[dtype], numerics_heads=0, decode=decode,
+                    kernel=k, matmul_format=FORMATS[dtype], numerics_heads=0, decode=decode,
                     queries=int(r["seq_len_q"]) if decode else 1) for r in rows]
         model[name] = np.array([res.latency_us for res in runs])
         waves |= {int(res.chip["waves"]) for res in runs}  # type: ignore[call-overload]
@@ -83,6 +87,14 @@ def compare(head_dim: int, dtype: str, rows: list[dict]) -> dict:
             "waves": n, "cta_cycles": int(round((i - zi) / n * hw.clock_ghz * 1e3)), "errors": errors}
 
 
+def _without_cta_cycles(kernel):
+    """``kernel`` with no tile giving a measured per-CTA cost (prefill and decode)."""
+    bare = [t.model_copy(update={"cta_cycles": None}) for t in kernel.tiles]
+    decode = kernel.decode and kernel.decode.model_copy(update={"tiles": [
+        t.model_copy(update={"cta_cycles": None}) for t in kernel.decode.tiles]})
+    return kernel.model_copy(update={"tiles": bare, "decode": decode})
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--table", type=Path, default=TABLE, help="a units table measured by the harness")
@@ -92,7 +104,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     got = [compare(d, dt, rows) for (_, d, dt), rows in sorted(groups.items())]
     chip = CHIPS[next(iter(groups.values()))[0]["chip"]]
     stem = "unit_cost" if args.table == TABLE else \
-        f"unit_cost_{chip.lower()}" if args.table.parent.name == "units_h200_2026_11" else args.table.parent.name
+        f"unit_cost_{chip.lower()}" if args.table.parent.name == "units_h200_2026_11" else args.table.parent.name + (
+            "" if args.table.stem == "units" else "_" + args.table.stem.removeprefix("units_"))
     write_table([{c: r[c] for c in COLUMNS} for r in got], COLUMNS, args.out / stem)
     for r in got:
         print(f"{r['kernel']} d{r['head_dim']} {r['dtype']:<9} per key block (all CTAs): measured {r['slope_us']:.2f} us, model "
