@@ -330,3 +330,15 @@ def test_write_rows_writes_a_schemaless_table_whole_or_not_at_all(tmp_path):
         R.write_rows(path, [])
     assert path.read_text().splitlines()[0] == "a,b"  # the old table stands
     assert [p.name for p in tmp_path.iterdir()] == ["summary.csv"]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("table, per_length", [("units.csv", 1056 * 128), ("units_decode.csv", 528)])
+def test_the_efficient_units_tables_keep_the_work_at_every_length(table, per_length):
+    """validation/units_efficient_h100_2026_11: SDPA's efficient backend, the same query rows at each K/V length
+    (prefill: 1,056 blocks of 128; decode: 528 one-query heads), fp16, three head dims."""
+    path = ROOT / "validation" / "units_efficient_h100_2026_11" / table
+    assert R.check_table_file(path, R.ATTENTION) == 18
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["kernel"] for r in rows} == {"sdpa_efficient"} and {r["dtype"] for r in rows} == {"fp16"}
+    assert {int(r["heads"]) * int(r["seq_len_q"]) for r in rows} == {per_length}
