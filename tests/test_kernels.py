@@ -285,3 +285,16 @@ def test_a_tiles_shared_bytes_set_its_occupancy():
     streamed = occupancy(efficient, rule, shape, limits)
     whole = occupancy(efficient, rule.model_copy(update={"shared_bytes": None}), shape, limits)
     assert (streamed, whole) == (2, 1)  # 2 x 80 KiB fit an SM's 228 KiB; whole K and V tiles of 128 KiB fit once
+
+
+def test_a_fused_op_costs_nothing_and_an_unknown_one_is_refused():
+    # triton folds the score scale into the FFMA of the max subtraction (exp2(qk * scale - m)): the same kernel paying
+    # the scale as a pass of its own is slower; a kind no trace has is refused when the description is read
+    triton = load_kernel("triton")
+    assert triton.fused_ops == ["scale"]
+    kw = dict(seq_len=2048, head_dim=128, heads=16, batch=2, causal=False, numerics_heads=0)
+    folded = vfasim.run("H100-SXM", "fa2", kernel=triton, **kw).latency_cycles
+    paid = vfasim.run("H100-SXM", "fa2", kernel=triton.model_copy(update={"fused_ops": []}), **kw).latency_cycles
+    assert paid > folded
+    with pytest.raises(ValueError, match="fused_ops names unknown op kind 'scal'"):
+        Kernel.model_validate({**triton.model_dump(), "fused_ops": ["scal"]})

@@ -240,8 +240,11 @@ def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileS
 def tuned_core(hw: HardwareConfig, tuning: KernelTuning, kernel: Kernel) -> HardwareConfig:
     """The core as a kernel sees it: tensor pipelines at the kernel's efficiency on this chip, exps holding a shared
     issue stream for the kernel's share (``Kernel.exp_issue_share``), matmuls and exps taking turns when the kernel
-    runs its softmax in phase (``Kernel.exp_beside_mma`` false)."""
+    runs its softmax in phase (``Kernel.exp_beside_mma`` false), the op kinds its source folds into others at nothing
+    (``Kernel.fused_ops``)."""
     update: dict = {} if kernel.exp_beside_mma else {"take_turns": ("tensor", "exp")}
+    if kernel.fused_ops:
+        update["op_map"] = {**hw.op_map, **dict.fromkeys(kernel.fused_ops, FUSED)}
     share, eff = kernel.exp_issue_share, tuning.tensor_efficiency
     pipes = {name: p.model_copy(update={"throughput": {d: r * eff for d, r in p.throughput.items()}})
              if p.role == "tensor" and eff != 1.0

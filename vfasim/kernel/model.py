@@ -249,6 +249,9 @@ class Kernel(_Strict):
     v_before_skip_test: bool = Field(default=False, description="A skipping algorithm's block test (BLASST, VSA) "
                                      "comes after the block's V load in the source, so a skipped block still reads "
                                      "its V; false: only a kept block loads V, after the test")
+    fused_ops: list[str] = Field(
+        default_factory=list, description="Op kinds the kernel's source folds into a neighbouring instruction, priced "
+        "at nothing (e.g. scale: the score scale riding in the FFMA of the max subtraction, exp2(s * scale - m))")
     loop_pipelined: bool = Field(
         default=True, description="The key loop is software-pipelined: a key block's K and V loads are issued while "
         "earlier blocks compute; false: each block's loads are issued in the iteration that uses them (its matmuls run "
@@ -282,6 +285,9 @@ class Kernel(_Strict):
                 or self.head_dims != sorted(set(self.head_dims)):
             raise ValueError(f"head_dims must be distinct positive integers up to {MAX_TILE} in ascending order, got "
                              f"{self.head_dims}")
+        unknown = [k for k in self.fused_ops if k not in OP_KINDS]
+        if unknown:
+            raise ValueError(f"fused_ops names unknown op kind {unknown[0]!r}")
         if self.prepass_rates and self.minit != "prepass":
             raise ValueError("prepass_rates needs minit: prepass (no key-summary launch to price)")
         if self.mma == "shared" and self.operands_from_shared:
