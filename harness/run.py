@@ -32,8 +32,8 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
               256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]}
 
 
-PHASES = ("checks", "micro", "loop", "stages", "issue", "latency", "profile", "floor", "units", "units_decode", "pairs", "chain",
-          "fa3", "decode", "numerics", "prefill")
+PHASES = ("checks", "micro", "loop", "stages", "issue", "latency", "profile", "floor", "units", "units_decode",
+          "pairs", "chain", "fa3", "decode", "numerics", "prefill")
 
 
 def main(argv: list[str] | None = None) -> int:
