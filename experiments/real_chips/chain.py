@@ -8,7 +8,7 @@ with the same loop without its softmax (``triton_dots``), with one 128-row query
 difference over the key blocks between the two lengths. The model runs shapes with the same CTAs per SM on the
 table's chip with the ``triton`` kernel (numerics off): seq_len 4224 and 16896 (33 and 132 key blocks of 128, or 66
 and 264 of 64), with as many heads as give 132 or 264 CTAs, and takes the same difference; its no-softmax loop is
-FA2 with the softmax's ops fused away (as ``softmax_share.py`` does). The softmax's exposed time is FA2's less the
+FA2 with the softmax's ops fused away (``softmax_share.no_softmax_loop``). The softmax's exposed time is FA2's less the
 no-softmax loop's. At head dims 128 and 256 two CTAs do not fit on an SM, so 264 CTAs are two waves in both.
 Writes DIR/chain[_<chip>].csv and .md (default DIR: experiments/real_chips/out).
 """
@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # softmax_share.py, the no-softmax loop
+from softmax_share import no_softmax_loop  # noqa: E402
 from vfasim import run
 from vfasim.formats import MATMUL_FORMATS, format_class
 from vfasim.hw import load_hw
@@ -34,7 +37,6 @@ MODEL_SEQS = (4224, 16896)  # 33 x 128 and 132 x 128 query rows: 132 heads' wort
 COLUMNS = ("head_dim", "dtype", "ctas", "fa2_ns", "model_fa2_ns", "fa2_error", "vfa_ns", "model_vfa_ns",
            "speedup", "model_speedup", "softmax_ns", "model_softmax_ns", "vfa_removes_ns", "model_vfa_removes_ns")
 VSA_COLUMNS = ("vsa_ns", "model_vsa_ns", "vsa_error", "vsa_over_vfa", "model_vsa_over_vfa")
-SOFTMAX = ("rowmax", "running_max", "rescale_factor", "sub", "exp", "rowsum", "accumulate_l", "rescale_o")
 
 
 def measured(table: Path = TABLE) -> dict[tuple[int, str, int], dict[str, dict[int, dict]]]:
@@ -78,18 +80,15 @@ def compare(head_dim: int, dtype: str, heads: int, rows: dict[str, dict[int, dic
     dots = per_block_ns({n: float(r["b_us"]) for n, r in dots_rows.items()}, block_k)
     vsa_rows = rows.get("triton_vsa_attn")
     hw = load_hw(chip)
-    no_softmax = hw.model_copy(update={"op_map": {**hw.op_map, **dict.fromkeys(SOFTMAX, "fused")}})
     model = {}
-    runs = [("fa2", hw, "fa2"), ("vfa", hw, "vfa"), ("dots", no_softmax, "fa2")] + ([("vsa", hw, "vsa")] if vsa_rows
-                                                                                   else [])
-    loop = kernel.model_copy(update={"fused_ops": []})  # the no-softmax loop's P = scale * S is a multiply of its own
-    for name, cfg, algo in runs:
+    runs = [("fa2", kernel, "fa2"), ("vfa", kernel, "vfa"), ("dots", no_softmax_loop(kernel), "fa2")] + (
+        [("vsa", kernel, "vsa")] if vsa_rows else [])
+    for name, k, algo in runs:
         lat = {}
         for n in sorted(vfa_rows) if decode else MODEL_SEQS:
             shape = dict(seq_len=n, heads=heads, kv_heads=1, decode=True, queries=queries) if decode else \
                 dict(seq_len=n, heads=heads // sms * MODEL_SEQS[-1] // n)
-            res = run(cfg, algo, head_dim=head_dim, causal=False, kernel=loop if name == "dots" else kernel,
-                      matmul_format=FORMATS[dtype],
+            res = run(hw, algo, head_dim=head_dim, causal=False, kernel=k, matmul_format=FORMATS[dtype],
                       numerics_heads=0, **shape, **({"workload": MEASURED_INPUTS} if algo == "vsa" else {}))
             lat[n] = res.latency_us - float(res.chip["prepass_us"])  # type: ignore[arg-type]
         model[name] = per_block_ns(lat, block_k)

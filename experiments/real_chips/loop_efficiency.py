@@ -17,20 +17,21 @@ from __future__ import annotations
 import argparse
 import csv
 import re
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # softmax_share.py, the no-softmax loop
+from softmax_share import no_softmax_loop  # noqa: E402
 from vfasim import run
 from vfasim.formats import MATMUL_FORMATS, TABLE_NAMES
 from vfasim.hw import load_hw
 from vfasim.hw.chip import KernelTuning
 from vfasim.hw.config import HardwareConfig
-from vfasim.kernel import Kernel, load_kernel
+from vfasim.kernel import load_kernel
 from vfasim.report.tables import write_table
 
 HERE = Path(__file__).resolve().parent
 MICRO = HERE.parents[1] / "validation" / "gpu_h100_2026_11" / "micro.csv"
-#: the softmax ops the measured loop does not run (its scale and cast stay, as in the harness's dots mode)
-SOFTMAX = ("rowmax", "running_max", "rescale_factor", "sub", "exp", "rowsum", "accumulate_l", "rescale_o")
 METRIC = re.compile(r"tl_dot_fa_loop_(.+)_d(\d+)_tflops")
 SHAPE = re.compile(r"seq (\d+), batch (\d+), heads (\d+)")
 COLUMNS = ("chip", "metric", "format", "head_dim", "seq_len", "batch", "heads", "measured_tflops",
@@ -39,25 +40,20 @@ TOLERANCE = 1e-4  # bisection stops when the bracket is this narrow
 
 
 def loop_config(hw: HardwareConfig, efficiency: float) -> HardwareConfig:
-    """``hw`` with the softmax ops fused away and the triton kernel's matmuls at ``efficiency``, no per-CTA cost (a
-    fitted 0, which the tiles' measured ``cta_cycles`` do not replace: the efficiency was set so, before they were
-    measured, and they were measured at it)."""
+    """``hw`` with the triton kernel's matmuls at ``efficiency``, no per-CTA cost (a fitted 0, which the tiles'
+    measured ``cta_cycles`` do not replace: the efficiency was set so, before they were measured, and they were
+    measured at it)."""
     if hw.chip is None:
         raise SystemExit(f"{hw.name} has no chip section")
     tuning = {**hw.chip.kernel_tuning, "triton": KernelTuning(tensor_efficiency=efficiency, unit_overhead_cycles=0)}
-    return hw.model_copy(update={"op_map": {**hw.op_map, **dict.fromkeys(SOFTMAX, "fused")},
-                                 "chip": hw.chip.model_copy(update={"kernel_tuning": tuning})})
-
-
-def loop_kernel(kernel: Kernel) -> Kernel:
-    """``kernel`` as its no-softmax loop runs: nothing folded away (there P = scale * S is a multiply of its own, not
-    the FFMA of a max subtraction that ``fused_ops`` folds the scale into)."""
-    return kernel.model_copy(update={"fused_ops": []})
+    return hw.model_copy(update={"chip": hw.chip.model_copy(update={"kernel_tuning": tuning})})
 
 
 def model_tflops(hw: HardwareConfig, case: dict, efficiency: float) -> float:
+    """The model's no-softmax loop (``softmax_share.no_softmax_loop``: its scale and cast kept, as in the harness's
+    dots mode) at the case's shape, in TFLOP/s."""
     res = run(loop_config(hw, efficiency), "fa2", seq_len=case["seq_len"], head_dim=case["head_dim"],
-              heads=case["heads"], batch=case["batch"], causal=False, kernel=loop_kernel(load_kernel("triton")),
+              heads=case["heads"], batch=case["batch"], causal=False, kernel=no_softmax_loop(load_kernel("triton")),
               matmul_format=TABLE_NAMES[case["format"]], numerics_heads=0)
     return float(res.chip["tflops"])  # type: ignore[arg-type]
 
