@@ -298,3 +298,13 @@ def test_a_fused_op_costs_nothing_and_an_unknown_one_is_refused():
     assert paid > folded
     with pytest.raises(ValueError, match="fused_ops names unknown op kind 'scal'"):
         Kernel.model_validate({**triton.model_dump(), "fused_ops": ["scal"]})
+
+
+def test_a_scale_with_no_measured_cycles_to_scale_is_refused():
+    # the shipped H100 triton tuning scales the tiles' measured per-CTA cycles: a description of the same name whose
+    # tile gives none would leave the scale unused, so the run is refused rather than paying nothing
+    triton = load_kernel("triton")
+    bare = triton.model_copy(update={"tiles": [t.model_copy(update={"cta_cycles": None}) for t in triton.tiles]})
+    with pytest.raises(VfasimError, match="cta_cycles_scale scales the tile's measured cta_cycles"):
+        vfasim.run("H100-SXM", "fa2", kernel=bare, seq_len=1024, head_dim=128, heads=16, causal=False,
+                   numerics_heads=0)

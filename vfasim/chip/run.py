@@ -178,6 +178,11 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
         raise VfasimError(f"hw config {hw.name}: decode on a chip needs memory figures (chip.hbm, chip.l2)")
     tuning = chip.kernel_tuning.get(kernel.name) or KernelTuning(
         tensor_efficiency=chip.mma_efficiency.get(kernel.mma, 1.0))
+    if tuning.cta_cycles_scale is not None and not rule.cta_cycles:
+        raise VfasimError(f"hw config {hw.name}: kernel_tuning.{kernel.name}.cta_cycles_scale scales the tile's "
+                          f"measured cta_cycles, and kernel {kernel.name}'s tile (block_q {rule.block_q}, block_k "
+                          f"{rule.block_k}) gives none; give the tile its cta_cycles or the chip a flat "
+                          "unit_overhead_cycles")
     core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning, kernel)
     priced = op_cycles(trace, core)  # prices every op by its own dtype: refuses one the config has no rate for
     streams = occupancy(kernel, rule, shape, chip.core_limits)
