@@ -564,6 +564,25 @@ def test_a_loop_that_is_not_pipelined_runs_each_stream_in_program_order_paying_t
     assert serial.latency_cycles > 1.2 * overlapped.latency_cycles
 
 
+def test_a_loop_that_is_not_pipelined_waits_for_hbm_where_one_unit_alone_reads_a_kv_head():
+    # in decode with one unit per K/V head (no query blocks or GQA heads of its own to read the tiles first), each
+    # load of a loop that is not pipelined waits out the HBM latency; with GQA heads unpacked (4 units per K/V head)
+    # the L2's, as in prefill
+    from vfasim.chip.run import in_order_core
+
+    h100 = load_hw("H100-SXM")
+    base = h100.pipelines["mover"].startup_cycles
+    assert in_order_core(h100, h100.chip, h100.clock_ghz, 2, from_hbm=True).pipelines["mover"].startup_cycles == \
+        base + h100.chip.hbm.latency_cycles > base + h100.chip.l2.latency_cycles
+    efficient = load_kernel("efficient")  # loop_pipelined: false, no GQA packing
+    kw = dict(seq_len=8192, head_dim=64, batch=1, decode=True, kernel=efficient, numerics_heads=0)
+    alone = vfasim.run("H100-SXM", "fa2", heads=8, kv_heads=8, **kw)
+    shared = vfasim.run("H100-SXM", "fa2", heads=8, kv_heads=2, **kw)  # the same 8 units, 4 reading each K/V head
+    blocks = 8192 // 64
+    lat = h100.chip.hbm.latency_cycles - h100.chip.l2.latency_cycles
+    assert alone.latency_cycles - shared.latency_cycles == pytest.approx(2 * blocks * lat, rel=0.05)
+
+
 def test_the_triton_decode_tile_runs_in_program_order_with_its_measured_latencies():
     # the 16-row decode tile spreads each row over 4 warps: its ops, copies included, run in program order per stream
     # (each waits for the previous one's result) with the latencies measured on an H100, so a decode step's time per key

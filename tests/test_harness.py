@@ -4,6 +4,7 @@ committed measurement campaigns in validation/gpu_*/ (every row complete, sideca
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import re
@@ -342,3 +343,38 @@ def test_the_efficient_units_tables_keep_the_work_at_every_length(table, per_len
         rows = list(csv.DictReader(f))
     assert {r["kernel"] for r in rows} == {"sdpa_efficient"} and {r["dtype"] for r in rows} == {"fp16"}
     assert {int(r["heads"]) * int(r["seq_len_q"]) for r in rows} == {per_length}
+
+
+def test_the_flex_grid_takes_every_group_in_turn_and_imports_no_torch():
+    # harness/flex.py's grid is plain Python: each group (the FA3 regime per head dim, mask and GQA; odd lengths;
+    # head dims 256 and 96; decode) has a case among the first ones, so a run cut by its budget keeps some of each
+    code = ("import json, sys\nfrom harness.flex import grid\ng = grid()\nassert 'torch' not in sys.modules\n"
+            "print(json.dumps([len(g), len(grid(quick=True)), sorted({c[5] for c in g[:12]}), "
+            "sum(c[3] == 1 for c in g[:12])]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    n, quick, dims, decode = json.loads(done.stdout)
+    assert (n, quick, dims, decode) == (83, 16, [64, 96, 128, 256], 1)
+
+
+def test_the_flex_campaign_passes_its_schemas_and_every_output_matched_sdpa():
+    folder = ROOT / "validation" / "flex_h100_2026_11"
+    assert R.check_table_file(folder / "attention.csv", R.ATTENTION) == 83
+    assert R.check_table_file(folder / "checks.csv", R.CHECKS) == 83
+    assert R.check_table_file(folder / "profile.csv", R.PROFILE) > 83  # a row per CUDA kernel of each case
+    with (folder / "attention.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["kernel"] for r in rows} == {"flex_attention"}
+    assert sum(r["mode"] == "decode" for r in rows) == 15 and max(float(r["spread_pct"]) for r in rows) < 10
+    with (folder / "checks.csv").open(newline="") as f:
+        assert all(r["passed"] == "true" and float(r["rel_l2"]) < 1e-3 for r in csv.DictReader(f))
+
+
+@pytest.mark.parametrize("table, rows, per_length", [("units.csv", 18, 1056 * 128), ("units_decode.csv", 17, 528)])
+def test_the_flex_units_tables_keep_the_work_at_every_length(table, rows, per_length):
+    """validation/flex_units_h100_2026_11: FlexAttention, the same query rows at each K/V length, fp16."""
+    path = ROOT / "validation" / "flex_units_h100_2026_11" / table
+    assert R.check_table_file(path, R.ATTENTION) == rows
+    with path.open(newline="") as f:
+        got = list(csv.DictReader(f))
+    assert {r["kernel"] for r in got} == {"flex_attention"}
+    assert {int(r["heads"]) * int(r["seq_len_q"]) for r in got} == {per_length}

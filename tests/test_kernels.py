@@ -16,7 +16,7 @@ from vfasim.hw import builtin_names, load_hw
 from vfasim.kernel import Kernel, WaveSplit, builtin_kernel_names, load_kernel
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
-SHIPPED = ("ascend-pto", "cudnn", "efficient", "fa2", "fa3", "fa4", "splitkv-decode", "triton")
+SHIPPED = ("ascend-pto", "cudnn", "efficient", "fa2", "fa3", "fa4", "flex", "splitkv-decode", "triton")
 
 
 def test_the_shipped_kernels_are_listed():
@@ -272,6 +272,32 @@ def test_a_loop_that_is_not_pipelined_waits_for_each_blocks_loads():
     piped = vfasim.run("H100-SXM", "fa2", kernel=efficient.model_copy(update={"loop_pipelined": True}),
                        **kw).latency_cycles
     assert serial > 1.1 * piped
+
+
+def test_flex_takes_inductors_tile_for_the_head_dim_itself_and_computes_at_the_padded_one():
+    # Inductor's H100 table names head dims 64, 128 and 256; any other takes FlexConfig(64, 64, 3, 4) while the
+    # template computes on the head dim rounded up to a power of two (96 -> 128 columns)
+    flex = load_kernel("flex")
+    tiles = {d: (r.block_q, r.block_k, r.warps) for d in (32, 64, 96, 128, 192, 256)
+             for r in [flex.tile(d, "16bit", False)]}
+    assert tiles == {32: (64, 64, 4), 64: (128, 128, 4), 96: (64, 64, 4), 128: (128, 64, 8), 192: (64, 64, 4),
+                     256: (64, 32, 4)}
+    assert flex.compute_head_dim(96) == 128 and flex.compute_head_dim(64) == 64
+    r = vfasim.run("H100-SXM", "fa2", kernel="flex", seq_len=1024, head_dim=96, heads=8, numerics_heads=0)
+    assert (r.shape["block_q"], r.shape["block_k"]) == (64, 64)
+
+
+def test_a_tile_may_say_its_loop_is_not_pipelined():
+    # flex's decode tile (Triton num_stages 1) runs a loop that is not software-pipelined, the kernel's prefill loop
+    # is: the decode tile's loads wait for the block in hand, so the same tile said pipelined is faster
+    flex = load_kernel("flex")
+    assert flex.loop_pipelined and flex.decode is not None
+    assert all(rule.loop_pipelined is False for rule in flex.decode.tiles)
+    kw = dict(seq_len=8192, head_dim=128, heads=32, kv_heads=8, batch=8, decode=True, numerics_heads=0)
+    serial = vfasim.run("H100-SXM", "fa2", kernel=flex, **kw).latency_cycles
+    tiles = [rule.model_copy(update={"loop_pipelined": None}) for rule in flex.decode.tiles]
+    piped = flex.model_copy(update={"decode": flex.decode.model_copy(update={"tiles": tiles})})
+    assert serial > 1.2 * vfasim.run("H100-SXM", "fa2", kernel=piped, **kw).latency_cycles
 
 
 def test_a_tiles_shared_bytes_set_its_occupancy():

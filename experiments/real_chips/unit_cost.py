@@ -5,7 +5,8 @@ Usage: python experiments/real_chips/unit_cost.py [--table validation/units_h200
 Reads ``validation/units_h100_2026_11/units.csv``: the Triton FA2 kernel with the same number of query rows (1,056
 blocks of 128) at K/V lengths 128–4096, so each CTA walks 1–64 key blocks, per head dim (64, 128, 256) and format
 (fp16, fp8_e4m3), timed on an H100 (``--table``: the H200's, ``units_h200_2026_11``; SDPA's flash and cuDNN backends
-in fp16, ``units_sdpa_h100_2026_11``; the Triton decode tile, one query per head, ``units_decode_h100_2026_11``).
+in fp16, ``units_sdpa_h100_2026_11``; the Triton decode tile, one query per head, ``units_decode_h100_2026_11``;
+SDPA's efficient backend, ``units_efficient_h100_2026_11``; FlexAttention, ``flex_units_h100_2026_11``).
 The model runs the same shapes on the table's chip with the kernel
 description that claims each table kernel (``triton``, ``fa2``, ``cudnn``) twice: as shipped, and with its fitted
 per-CTA overhead set to 0 (``unit_overhead_cycles``; its tensor efficiency kept). A line

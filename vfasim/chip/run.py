@@ -27,11 +27,13 @@ Chip-level figures:
 - FLOPs = 4 · head_dim · visible query-key pairs · heads · batch (causal pairs
   counted exactly), the convention of published attention throughput.
 - Each launch adds the chip's ``launch_overhead_us`` (a microbenchmark figure) to the latency.
-- A kernel whose key loop is not software-pipelined (``Kernel.loop_pipelined`` false), or not when it carries a
-  block test (``Kernel.skip_loop_pipelined`` false; a trace with skip tests), has its units timed in program order
-  per stream (``in_order_core``): each K/V load waits out the L2 latency and moves its bytes at what one core's loads get from the L2 in such a loop (L2, not
-  HBM: a head's K/V tiles are read by all its query blocks and mostly hit; a decode's long K/V, read once, is priced
-  the same), then the tile's compute runs, then the next load.
+- A kernel whose key loop is not software-pipelined (``Kernel.loop_pipelined`` false, or its tile's
+  ``TileRule.loop_pipelined``), or not when it carries a block test (``Kernel.skip_loop_pipelined`` false; a trace
+  with skip tests), has its units timed in program order per stream (``in_order_core``): each K/V load waits out a
+  memory latency and moves its bytes at what one core's loads get from the L2 in such a loop, then the tile's
+  compute runs, then the next load. The latency is the L2's where a K/V head's tiles are read by several units (its
+  query blocks, its GQA heads: after the first they mostly hit) and the HBM's where one unit alone reads them (a
+  decode step of one unit per K/V head: nothing brought them into the L2).
 - A kernel with no ``kernel_tuning`` entry runs its matmuls at the chip's microbenchmark ceiling for its
   MMA path (``mma_efficiency``), or at the datasheet rate where none is given.
 - A launch with splits > 1 adds a combine launch after the main one: each CTA
@@ -200,10 +202,12 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     prepass = kernel.minit == "prepass" and bool(np.any(trace.kind == KIND_CODE["key_summary"]))
     core_k = tile_core(timing_core(plan.core, kernel.mma == "per_stream", operand_warps, streams, shape,
                                    chip.core_limits), rule)
-    buffers, in_order = kernel.score_buffers, not kernel.loop_pipelined or not kernel.skip_loop_pipelined and bool(
+    pipelined = kernel.loop_pipelined if rule.loop_pipelined is None else rule.loop_pipelined
+    buffers, in_order = kernel.score_buffers, not pipelined or not kernel.skip_loop_pipelined and bool(
         np.any(trace.kind == KIND_CODE["skip_test"]))
     if in_order:
-        core_k, buffers = in_order_core(core_k, chip, hw.clock_ghz, streams), 1  # no tile ahead of the one in hand
+        alone = geo.n_qblocks * geo.heads // geo.kv_heads == 1  # each K/V head's tiles read by one unit: from HBM
+        core_k, buffers = in_order_core(core_k, chip, hw.clock_ghz, streams, alone), 1  # no tile ahead of the one in hand
     if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
         core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
     timing = UnitTiming(core_k, buffers, schedule, resident_memory=in_order)
@@ -274,12 +278,14 @@ def tile_core(core: HardwareConfig, rule: TileRule) -> HardwareConfig:
     return core.model_copy(update=update) if update else core
 
 
-def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, streams: int) -> HardwareConfig:
+def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, streams: int,
+                  from_hbm: bool = False) -> HardwareConfig:
     """The core as a loop that is not software-pipelined runs: every op of a stream after the one before it (all
     roles take turns within each row), and each memory pipe dealt by row, one unit per stream, whose copies wait out
-    the L2 latency and move at what one core's loads get from the L2 in such a loop (``l2.unpipelined_bytes_per_cycle``,
-    measured; else the core's share of the L2 bandwidth) and no faster than the pipe, shared by the streams (by those
-    resident, when its unit timing says ``resident_memory``)."""
+    the L2 latency (the HBM's with ``from_hbm``: tiles no other unit reads first) and move at what one core's loads get
+    from the L2 in such a loop (``l2.unpipelined_bytes_per_cycle``, measured; else the core's share of the L2
+    bandwidth) and no faster than the pipe, shared by the streams (by those resident, when its unit timing says
+    ``resident_memory``)."""
     if chip.l2 is None:
         raise VfasimError(f"{core.name}: a loop that is not software-pipelined is timed with the chip's L2 latency "
                           "and bandwidth, and its chip section gives no l2")
@@ -289,7 +295,8 @@ def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, stream
         if p.role == "memory":
             pipes[name] = pipes[name].model_copy(update={
                 "throughput": {"bytes": min(p.throughput["bytes"] * p.units, share) / streams},
-                "startup_cycles": p.startup_cycles + chip.l2.latency_cycles})
+                "startup_cycles": p.startup_cycles + (chip.hbm.latency_cycles if from_hbm and chip.hbm is not None
+                                                      else chip.l2.latency_cycles)})
     roles = tuple(dict.fromkeys(p.role for p in pipes.values()))
     return core.model_copy(update={"pipelines": pipes, "take_turns": roles if len(roles) > 1 else (),
                                    "turns_within": "row"})

@@ -80,6 +80,9 @@ class TileRule(_Strict):
                                 "so no op runs ahead of the one before it): its tensor, vector, exp and memory ops take "
                                 "turns within the stream, each after the previous one's result; a copy's turn is its "
                                 "time on the memory pipe, its data then streams at the core's rates")
+    loop_pipelined: bool | None = Field(default=None, description="Whether the key loop is software-pipelined with "
+                                        "this tile (e.g. Triton's num_stages 1 compiles a loop that is not); absent: "
+                                        "the kernel's loop_pipelined")
     cta_cycles: int | None = Field(
         strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of this tile spends beyond the ops the "
         "model prices (its prologue and epilogue), measured; a chip's fitted kernel_tuning cta_cycles_scale scales it, "
