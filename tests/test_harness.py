@@ -356,8 +356,9 @@ def test_the_flex_grid_takes_every_group_in_turn_and_imports_no_torch():
     assert (n, quick, dims, decode) == (83, 16, [64, 96, 128, 256], 1)
 
 
-def test_the_flex_campaign_passes_its_schemas_and_every_output_matched_sdpa():
-    folder = ROOT / "validation" / "flex_h100_2026_11"
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_flex_campaign_passes_its_schemas_and_every_output_matched_sdpa(gpu):
+    folder = ROOT / "validation" / f"flex_{gpu}_2026_11"
     assert R.check_table_file(folder / "attention.csv", R.ATTENTION) == 83
     assert R.check_table_file(folder / "checks.csv", R.CHECKS) == 83
     assert R.check_table_file(folder / "profile.csv", R.PROFILE) > 83  # a row per CUDA kernel of each case
