@@ -106,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
                       {"chip": chip, "compile": "torch.compile(flex_attention, dynamic=False), Inductor defaults"})
     base["command"] = "python3 -m harness.flex " + " ".join(argv if argv is not None else sys.argv[1:])
     about = {"attention": "flex_attention forward, median kernel time per call (us); no score_mod; causal: a "
-                          "causal mask_mod as a block mask (right-aligned for decode is not needed: decode rows are "
-                          "non-causal); GQA through enable_gqa",
+                          "causal mask_mod as a block mask, else no mask (decode rows are all unmasked); GQA through "
+                          "enable_gqa",
              "checks": "each case's output against SDPA (its default backend choice) on the same inputs: "
-                       "relative L2 error; block_m and block_n are 1 (the tile is in kernels.csv); compile_s: the "
-                       "first call's wall time",
+                       "relative L2 error; block_m and block_n are 1 (the tiles are in kernel_constants.csv); "
+                       "compile_s: the first call's wall time",
              "skipped": "cases not run and why",
              "profile": "torch.profiler around 3 calls of each case after its timing (warm L2, no flush): every "
                         "CUDA kernel the call launched (the block-mask and output set-up kernels of the compiled "
