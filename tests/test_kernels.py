@@ -334,3 +334,20 @@ def test_a_scale_with_no_measured_cycles_to_scale_is_refused():
     with pytest.raises(VfasimError, match="cta_cycles_scale scales the tile's measured cta_cycles"):
         vfasim.run("H100-SXM", "fa2", kernel=bare, seq_len=1024, head_dim=128, heads=16, causal=False,
                    numerics_heads=0)
+
+
+def test_a_kernels_side_launches_each_cost_a_launch_where_they_apply():
+    # flex launches two set-up kernels without a block mask and two reductions in decode: each costs the chip's
+    # launch_overhead_us; a causal call launches none beside the attention kernel; a bad 'when' is refused
+    flex = load_kernel("flex")
+    assert [flex.side_launch_count(c, d) for c, d in ((True, False), (False, False), (False, True))] == [0, 2, 4]
+    h100 = load_hw("H100-SXM")
+    launch = h100.chip.launch_overhead_us * h100.clock_ghz * 1e3
+    kw = dict(seq_len=1024, head_dim=128, heads=8, numerics_heads=0)
+    none = flex.model_copy(update={"side_launches": []})
+    for causal, extra in ((True, 0), (False, 2)):
+        with_side = vfasim.run("H100-SXM", "fa2", kernel=flex, causal=causal, **kw).latency_cycles
+        without = vfasim.run("H100-SXM", "fa2", kernel=none, causal=causal, **kw).latency_cycles
+        assert with_side - without == pytest.approx(extra * launch, abs=1)
+    with pytest.raises(ValueError, match="when"):
+        Kernel.model_validate({**flex.model_dump(), "side_launches": [{"when": "sometimes", "count": 1, "source": "x"}]})

@@ -26,7 +26,8 @@ Chip-level figures:
   bounds the chip (the per-unit bounds then say what held each unit).
 - FLOPs = 4 · head_dim · visible query-key pairs · heads · batch (causal pairs
   counted exactly), the convention of published attention throughput.
-- Each launch adds the chip's ``launch_overhead_us`` (a microbenchmark figure) to the latency.
+- Each launch adds the chip's ``launch_overhead_us`` (a microbenchmark figure) to the latency: the attention kernel's,
+  a split's combine and the kernels a call launches beside them (``Kernel.side_launches``).
 - A kernel whose key loop is not software-pipelined (``Kernel.loop_pipelined`` false, or its tile's
   ``TileRule.loop_pipelined``), or not when it carries a block test (``Kernel.skip_loop_pipelined`` false; a trace
   with skip tests), has its units timed in program order per stream (``in_order_core``): each K/V load waits out a
@@ -214,7 +215,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     timer = UnitTimer(trace, timing, launch.kinds, digest)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
-    launches = 1 if combine is None else 2
+    launches = (1 if combine is None else 2) + kernel.side_launch_count(geo.causal, geo.decode)
     first = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else 0
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
         + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first

@@ -156,6 +156,16 @@ class CombineRows(_Strict):
     source: str = Field(min_length=1)
 
 
+class SideLaunch(_Strict):
+    """Kernels one call launches beside the attention kernel (and a split's combine): set-up or reduction kernels of
+    the source's own, each costing the chip's ``launch_overhead_us``."""
+
+    when: Literal["always", "unmasked", "decode"] = Field(description="always; unmasked: calls without a causal "
+                                                          "mask; decode: decode steps")
+    count: int = Field(strict=True, gt=0, le=64, description="Kernels launched")
+    source: str = Field(min_length=1)
+
+
 class DecodeRule(_Strict):
     """The kernel's split-KV path: decode (few query rows against a long K/V), and prefill where the rule says."""
 
@@ -274,6 +284,8 @@ class Kernel(_Strict):
     causal_masking: Literal["diagonal_blocks"] = Field(description="Which blocks a causal mask touches: only those "
                                                        "the diagonal crosses (hidden blocks skipped)")
     decode: DecodeRule | None = Field(default=None, description="The decode path; absent: the kernel has none")
+    side_launches: list[SideLaunch] = Field(default_factory=list, description="Kernels a call launches beside the "
+                                            "attention kernel (and a split's combine), by when; none: one launch")
     dispatch: Literal["greedy", "waves", "persistent"] = Field(
         description="greedy: a grid launch, each CTA to whichever core frees first; waves: fixed strides per core; "
                     "persistent: one CTA per slot pulls tiles, longest first under a causal mask")
@@ -318,6 +330,11 @@ class Kernel(_Strict):
     def streams_per_cta(self, rule: TileRule) -> int:
         """Tile streams of a CTA with this tile; a tile of no more rows than one stream's is one stream."""
         return rule.block_q // min(self.stream_rows or rule.block_q, rule.block_q)
+
+    def side_launch_count(self, causal: bool, decode: bool) -> int:
+        """Kernels a call with this mask and mode launches beside the attention kernel and its combine."""
+        on = {"always": True, "unmasked": not causal, "decode": decode}
+        return sum(side.count for side in self.side_launches if on[side.when])
 
     def compute_head_dim(self, head_dim: int) -> int:
         """The head dim a run computes at: the next compiled one up (``head_dims``), else its own."""
