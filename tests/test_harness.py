@@ -356,9 +356,9 @@ def test_the_flex_grid_takes_every_group_in_turn_and_imports_no_torch():
     assert (n, quick, dims, decode) == (83, 16, [64, 96, 128, 256], 1)
 
 
-@pytest.mark.parametrize("gpu", ["h100", "h200"])
-def test_the_flex_campaign_passes_its_schemas_and_every_output_matched_sdpa(gpu):
-    folder = ROOT / "validation" / f"flex_{gpu}_2026_11"
+@pytest.mark.parametrize("campaign", ["flex_h100_2026_11", "flex_h200_2026_11", "flex_bf16_h100_2026_11"])
+def test_the_flex_campaign_passes_its_schemas_and_every_output_matched_sdpa(campaign):
+    folder = ROOT / "validation" / campaign
     assert R.check_table_file(folder / "attention.csv", R.ATTENTION) == 83
     assert R.check_table_file(folder / "checks.csv", R.CHECKS) == 83
     assert R.check_table_file(folder / "profile.csv", R.PROFILE) > 83  # a row per CUDA kernel of each case
@@ -367,7 +367,7 @@ def test_the_flex_campaign_passes_its_schemas_and_every_output_matched_sdpa(gpu)
     assert {r["kernel"] for r in rows} == {"flex_attention"}
     assert sum(r["mode"] == "decode" for r in rows) == 15 and max(float(r["spread_pct"]) for r in rows) < 10
     with (folder / "checks.csv").open(newline="") as f:
-        assert all(r["passed"] == "true" and float(r["rel_l2"]) < 1e-3 for r in csv.DictReader(f))
+        assert all(r["passed"] == "true" and float(r["rel_l2"]) <= float(r["tol"]) for r in csv.DictReader(f))
 
 
 @pytest.mark.parametrize("table, rows, per_length", [("units.csv", 18, 1056 * 128), ("units_decode.csv", 17, 528)])
