@@ -91,6 +91,20 @@ class Timer:
         return Timing(med, spread, n)
 
 
+def cuda_kernels(call, calls: int) -> list[dict]:
+    """``torch.profiler`` around ``calls`` calls of ``call``: one row per CUDA kernel launched, its name
+    (``cuda_kernel``), launches and GPU microseconds per call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    return [{"cuda_kernel": ev.key[:200], "launches_per_call": ev.count / calls,
+             "us_per_call": ev.device_time_total / calls}
+            for ev in prof.key_averages() if ev.device_type.name == "CUDA" and ev.count]
+
+
 @dataclass
 class PairTiming:
     a: Timing

@@ -9,24 +9,26 @@ autotuning, the out-of-the-box behaviour). One query per head (``seq_len_q`` 1) 
 its flex-decoding template (split over keys).
 
 Output, in ``--out``: ``attention.csv`` (the project's validation schema, kernel ``flex_attention``; the same timer as
-``harness.run``: CUDA events, L2 flushed, median), ``checks.csv`` (each case's output against SDPA's on the
-same inputs, its default backend choice: relative L2 error, and the compile time), ``skipped.csv``, sidecars with the provenance,
-``clocks_trace.txt``, ``kernels.csv`` (every compiled Triton kernel of the run: name, warps, stages, shared memory,
-registers, spills, and the template's block sizes where its source names them) and ``flex_source.tar.gz`` (the
-installed torch's flex lowering, templates and tile heuristics, so the kernel description can cite them).
+``harness.run``: CUDA events, L2 flushed, median; ``--units``: ``units.csv`` and ``units_decode.csv`` instead),
+``checks.csv`` (each case's output against SDPA's on the same inputs, its default backend choice: relative L2 error,
+and the compile time), ``skipped.csv``, ``profile.csv`` (the CUDA kernels each call launches), sidecars with the
+provenance, ``clocks_trace.txt``, ``kernels.csv`` (every compiled Triton kernel of the run: name, warps, stages,
+shared memory, registers, spills), ``kernel_constants.csv`` (each template kernel's block sizes, split and stages as
+its Inductor source names them) and ``flex_source.tar.gz`` (the installed torch's flex lowering, templates and tile
+heuristics, so the kernel description can cite them).
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import re
 import sys
 import tarfile
 import time
 
+from harness.asm_dump import cache_kernels, write_summary
 from harness.rows import ATTENTION, CHECKS, PROFILE, SKIPPED, Table, chip_name, write_rows, write_sidecar
 
 KERNEL = "flex_attention"
@@ -196,37 +198,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _profile(call, table: Table, row: dict) -> None:
     """One row of ``table`` per CUDA kernel that ``call`` launches: launches and GPU microseconds per call."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    from harness.bench import cuda_kernels
 
-    calls = 3
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-    for ev in prof.key_averages():
-        if ev.device_type.name == "CUDA" and ev.count:
-            table.add({"kernel": KERNEL, **{k: row[k] for k in ("batch", "heads", "kv_heads", "head_dim", "seq_len_q",
-                                                                  "seq_len", "causal")},
-                       "cuda_kernel": ev.key[:200], "launches_per_call": ev.count / calls,
-                       "us_per_call": ev.device_time_total / calls})
+    case = {k: row[k] for k in ("batch", "heads", "kv_heads", "head_dim", "seq_len_q", "seq_len", "causal")}
+    for launched in cuda_kernels(call, calls=3):
+        table.add({"kernel": KERNEL, **case, **launched})
 
 
 def _kernels(out: str, log) -> None:
-    """``kernels.csv``: every compiled Triton kernel in the caches (Triton's metadata; the Inductor source's
-    constants where it names them)."""
-    rows = []
-    cache = os.environ.get("TRITON_CACHE_DIR", os.path.expanduser("~/.triton/cache"))
-    for meta in sorted(glob.glob(os.path.join(cache, "*", "*.json"))):
-        if os.path.basename(meta).startswith("__grp__"):
-            continue
-        with open(meta) as f:
-            md = json.load(f)
-        if not isinstance(md, dict) or "num_warps" not in md:
-            continue
-        rows.append({"name": md.get("name", "?"), "num_warps": md.get("num_warps"), "num_stages": md.get("num_stages"),
-                     "shared": md.get("shared"), "n_regs": md.get("n_regs", ""), "n_spills": md.get("n_spills", ""),
-                     "hash": os.path.basename(os.path.dirname(meta))[:16]})
+    """``kernels.csv``: every compiled Triton kernel in the Triton cache (``asm_dump.cache_kernels``);
+    ``kernel_constants.csv``: the Inductor sources' constants of each template kernel where they name them."""
+    rows = cache_kernels(os.environ.get("TRITON_CACHE_DIR", os.path.expanduser("~/.triton/cache")))
     sources = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
     constants = []
     pattern = re.compile(r"\b(BLOCK_M|BLOCK_N|SPARSE_Q_BLOCK_SIZE|SPARSE_KV_BLOCK_SIZE|SPLIT_KV|QK_HEAD_DIM|V_HEAD_DIM|"
@@ -242,7 +224,7 @@ def _kernels(out: str, log) -> None:
                 constants.append({"name": name.group(1), "source": os.path.basename(path),
                                   **dict(pattern.findall(chunk))})
     if rows:
-        write_rows(os.path.join(out, "kernels.csv"), rows)
+        write_summary(os.path.join(out, "kernels.csv"), rows)
     if constants:
         columns = sorted({k for r in constants for k in r}, key=lambda k: (k not in ("name", "source"), k))
         write_rows(os.path.join(out, "kernel_constants.csv"), constants, columns)

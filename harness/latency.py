@@ -87,9 +87,8 @@ PROFILE_CASES = [
 
 def run_profile(add, log, kernels=("sdpa_flash", "sdpa_cudnn")) -> None:
     """``add(row)`` one row per (case, CUDA kernel): the kernel's name, launches per call and GPU us per call."""
-    from torch.profiler import ProfilerActivity, profile
-
     from harness.attention import sdpa_call
+    from harness.bench import cuda_kernels
 
     for b, h, hk, d, sq, sk, causal in PROFILE_CASES:
         q = torch.randn(b, h, sq, d, device="cuda", dtype=torch.float16)
@@ -100,24 +99,15 @@ def run_profile(add, log, kernels=("sdpa_flash", "sdpa_cudnn")) -> None:
                 for _ in range(3):
                     sdpa_call(kern, q, k, v, causal)
                 torch.cuda.synchronize()
-                calls = 5
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for _ in range(calls):
-                        sdpa_call(kern, q, k, v, causal)
-                    torch.cuda.synchronize()
+                launched = cuda_kernels(lambda: sdpa_call(kern, q, k, v, causal), calls=5)
             except Exception as e:  # noqa: BLE001 - a refused backend is recorded in the log, the run goes on
                 log(f"profile {kern} {(b, h, hk, d, sq, sk, causal)} failed: {type(e).__name__}")
                 continue
-            for ev in prof.key_averages():
-                if ev.device_type.name != "CUDA" or ev.count == 0:
-                    continue
+            for row in launched:
                 add({"kernel": kern, "batch": b, "heads": h, "kv_heads": hk, "head_dim": d, "seq_len_q": sq,
-                     "seq_len": sk, "causal": causal, "cuda_kernel": ev.key[:200],
-                     "launches_per_call": ev.count / calls,
-                     "us_per_call": ev.device_time_total / calls})
+                     "seq_len": sk, "causal": causal, **row})
             log(f"profile {kern} {(b, h, hk, d, sq, sk, causal)}: "
-                + "; ".join(f"{e.key[:40]} {e.device_time_total / calls:.1f}us" for e in prof.key_averages()
-                            if e.device_type.name == "CUDA"))
+                + "; ".join(f"{r['cuda_kernel'][:40]} {r['us_per_call']:.1f}us" for r in launched))
         del q, k, v
 
 

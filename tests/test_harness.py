@@ -379,3 +379,23 @@ def test_the_flex_units_tables_keep_the_work_at_every_length(table, rows, per_le
         got = list(csv.DictReader(f))
     assert {r["kernel"] for r in got} == {"flex_attention"}
     assert {int(r["heads"]) * int(r["seq_len_q"]) for r in got} == {per_length}
+
+
+def test_the_triton_cache_summary_reads_every_kernel_or_one_by_name(tmp_path):
+    """harness/asm_dump.cache_kernels, which harness.asm_dump and harness.flex share: one row per compiled kernel of a
+    Triton cache (its metadata and PTX counts), group files and non-kernel JSON left out. Standard library only."""
+    from harness.asm_dump import cache_kernels
+
+    for tag, name, warps in (("aaaa", "attn_fwd", 8), ("bbbb", "triton_tem_fused_flex_attention_0", 4)):
+        folder = tmp_path / tag
+        folder.mkdir()
+        (folder / f"{name}.json").write_text(json.dumps({"name": name, "num_warps": warps, "num_stages": 3,
+                                                         "shared": 131072}))
+        (folder / f"{name}.ptx").write_text("wgmma.mma_async.sync\nwgmma.mma_async.sync\nbar.sync 0;\n")
+        (folder / f"__grp__{name}.json").write_text("{}")
+    (tmp_path / "cccc").mkdir()
+    (tmp_path / "cccc" / "other.json").write_text(json.dumps({"child_paths": {}}))
+    every = cache_kernels(str(tmp_path))
+    assert [(r["name"], r["num_warps"], r["wgmma"], r["bar_sync"]) for r in every] == \
+        [("attn_fwd", 8, 2, 1), ("triton_tem_fused_flex_attention_0", 4, 2, 1)]
+    assert [r["variant"] for r in cache_kernels(str(tmp_path), "attn_fwd")] == ["aaaa"]

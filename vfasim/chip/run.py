@@ -208,7 +208,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
         np.any(trace.kind == KIND_CODE["skip_test"]))
     if in_order:
         alone = geo.n_qblocks * geo.heads // geo.kv_heads == 1  # each K/V head's tiles read by one unit: from HBM
-        core_k, buffers = in_order_core(core_k, chip, hw.clock_ghz, streams, alone), 1  # no tile ahead of the one in hand
+        core_k, buffers = in_order_core(core_k, chip, hw.clock_ghz, streams, alone), 1  # no tile loaded ahead
     if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
         core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
     timing = UnitTiming(core_k, buffers, schedule, resident_memory=in_order)
