@@ -131,6 +131,16 @@ ATTENTION = Schema(
 
 MICRO = Schema("micro", ("name", "value", "unit", "notes"), {"value": _real})
 
+#: harness.mma: one mma.sync configuration's issue rate (harness/mma_sync.cu)
+MMA = Schema(
+    "mma",
+    ("inst", "ilp", "warps", "blocks_per_sm", "iters", "sms_seen", "mma_per_sm_per_clk", "min_sm", "max_sm",
+     "kernel_us", "flops_per_mma", "flops_per_sm_per_clk"),
+    {"ilp": _int_pos, "warps": _int_pos, "blocks_per_sm": _int_pos, "iters": _int_pos, "sms_seen": _int_pos,
+     "mma_per_sm_per_clk": _real_pos, "min_sm": _real_pos, "max_sm": _real_pos, "kernel_us": _real_pos,
+     "flops_per_mma": _int_pos, "flops_per_sm_per_clk": _real_pos},
+)
+
 NUMERICS = Schema(
     "numerics",
     ("case", "inputs", "kernel", "dtype", "head_dim", "causal", "seq_len", "batch", "heads", "kv_heads",
@@ -182,7 +192,8 @@ PAIRS = Schema(
 #: the same pairs at a fixed number of query blocks (1, one per SM, two per SM) and a growing K/V length
 CHAIN = Schema("chain", PAIRS.columns, PAIRS.checks)
 
-SCHEMAS: dict[str, Schema] = {s.name: s for s in (ATTENTION, MICRO, NUMERICS, CHECKS, SKIPPED, PROFILE, PAIRS, CHAIN)}
+SCHEMAS: dict[str, Schema] = {s.name: s for s in (ATTENTION, MICRO, MMA, NUMERICS, CHECKS, SKIPPED, PROFILE, PAIRS,
+                                                 CHAIN)}
 
 #: keys every sidecar holds (the provenance of the table next to it)
 PROVENANCE_KEYS = ("table", "gpu", "sm_count", "l2_bytes", "clocks", "clocks_locked", "driver", "cuda",

@@ -10,7 +10,7 @@ import pytest
 
 import vfasim
 from vfasim.chip.fluid import BOUNDS
-from vfasim.chip.run import Geometry, representative_heads, simulate_chip, timing_core
+from vfasim.chip.run import Geometry, OperandReads, representative_heads, simulate_chip, timing_core
 from vfasim.chip.occupancy import TileShape
 from vfasim.kernel import load_kernel
 from vfasim.cli import main
@@ -159,13 +159,24 @@ def test_kernels_fit_their_streams_and_set_their_policy():
 def test_fa2_streams_get_their_own_tensor_share_and_pay_operand_reads():
     hw = load_hw("H100-SXM")
     shape = TileShape(128, 64, 128, 2, 2, 2)
-    core = timing_core(hw, True, 4, 2, shape, hw.chip.core_limits)
+    core = timing_core(hw, True, OperandReads(4, 1), 2, shape, hw.chip.core_limits)
     tensor = core.pipelines["tensor"]
     assert (tensor.units, tensor.units_by, tensor.throughput["float16"]) == (2, "row", 1024)
     # per MAC: QK reads Q once (2 B / 64 keys) and K per warp (4 x 2 B / 128 rows); PV reads V per warp
     assert core.work_factor["qk_matmul"] == pytest.approx(1 + (2 / 64 + 8 / 128) * 1024 / 128)
     assert core.work_factor["pv_matmul"] == pytest.approx(1 + (8 / 128) * 1024 / 128)
-    assert timing_core(hw, False, 0, 2, shape, hw.chip.core_limits) is hw
+    assert timing_core(hw, False, None, 2, shape, hw.chip.core_limits) is hw
+
+
+def test_a_warp_grid_reads_each_operand_once_per_warp_row_or_column():
+    # efficient's 64 x 128 tile: 2 x 4 warps of 32 x 32; each warp reads 32 rows of Q (or P) and 32 columns of K
+    # (or V) per step of the reduction: 2 B / 32 + 2 B / 32 per MAC; FA2's 4 x 1 layout gives what the test above does
+    shape = TileShape(64, 128, 128, 2, 2, 2)
+    assert OperandReads(2, 4, p_shared=True).bytes_per_mac(shape) == {"qk_matmul": 2 / 32 + 2 / 32,
+                                                                       "pv_matmul": 2 / 32 + 2 / 32}
+    assert OperandReads(2, 4).bytes_per_mac(shape)["pv_matmul"] == 2 / 32  # P in registers: V alone
+    fa2 = OperandReads(4, 1).bytes_per_mac(TileShape(128, 64, 128, 2, 2, 2))
+    assert fa2 == {"qk_matmul": 2 / 64 + 8 / 128, "pv_matmul": 8 / 128}
 
 
 def test_fa2_operand_reads_cost_time_only_where_the_core_has_a_shared_memory_rate(tmp_path):
@@ -193,7 +204,7 @@ def test_a_per_stream_tensor_pipe_cannot_share_an_issue_stream():
     doc["pipelines"]["exp"].update(shares_issue_with="tensor")
     hw = HardwareConfig.model_validate(doc)
     with pytest.raises(VfasimError, match="gives each stream its own queue on H100-SXM's tensor pipe 'tensor'"):
-        timing_core(hw, True, 4, 2, TileShape(128, 64, 128, 2, 2, 2), hw.chip.core_limits)
+        timing_core(hw, True, OperandReads(4, 1), 2, TileShape(128, 64, 128, 2, 2, 2), hw.chip.core_limits)
 
 
 def test_chip_runs_are_deterministic_and_json_serialisable():
@@ -605,3 +616,18 @@ def test_the_triton_decode_tile_runs_in_program_order_with_its_measured_latencie
     fa2, vfa = per_block("fa2"), per_block("vfa")
     chain = sum(rule.result_latency[k] for k in ("qk_matmul", "rowmax", "rowsum", "cast_p", "pv_matmul"))
     assert fa2 >= chain and fa2 / vfa > 1.1
+
+
+def test_a_kernel_that_rereads_q_moves_its_q_tile_with_every_k_load():
+    from vfasim.runner.chip_run import _q_with_every_key_block
+
+    trace = trace_only(Tiling(128, 256, 64, 64, 64, False, 1, 1), "fa2")  # 2 query blocks x 4 key blocks
+    after = _q_with_every_key_block(trace)
+    kind = trace.kind
+    q, k = kind == KIND_CODE["load_q"], kind == KIND_CODE["load_k"]
+    q_bytes = 64 * 64 * Precision().bytes_per("q")
+    assert set(trace.work[q].tolist()) == {q_bytes}
+    assert int(after.work[k].sum() - trace.work[k].sum()) == 8 * q_bytes  # every K load of both rows
+    assert np.array_equal(after.work[~k], trace.work[~k])
+    efficient = load_kernel("efficient")
+    assert efficient.q_reread and efficient.p_in == "shared" and not load_kernel("fa2").q_reread

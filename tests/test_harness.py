@@ -277,7 +277,8 @@ def test_ncu_table_joins_the_raw_page_with_the_probe_manifest(tmp_path):
 
 
 def test_the_gpu_side_tools_answer_help_without_torch():
-    for module in ("harness.sustained", "harness.ncu_table", "harness.asm_dump", "harness.probe", "harness.dispatch"):
+    for module in ("harness.sustained", "harness.ncu_table", "harness.asm_dump", "harness.probe", "harness.dispatch",
+                   "harness.mma"):
         code = (f"import sys, runpy; sys.argv = ['{module}', '--help']\n"
                 f"try:\n    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit as e:\n"
                 f"    assert e.code == 0, e.code\nassert 'torch' not in sys.modules and 'triton' not in sys.modules")
@@ -399,3 +400,33 @@ def test_the_triton_cache_summary_reads_every_kernel_or_one_by_name(tmp_path):
     assert [(r["name"], r["num_warps"], r["wgmma"], r["bar_sync"]) for r in every] == \
         [("attn_fwd", 8, 2, 1), ("triton_tem_fused_flex_attention_0", 4, 2, 1)]
     assert [r["variant"] for r in cache_kernels(str(tmp_path), "attn_fwd")] == ["aaaa"]
+
+
+def test_the_mma_benchmark_output_becomes_rows_with_flops_without_torch(tmp_path):
+    code = "import sys, harness.mma; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+    from harness.mma import rows_from_output
+
+    out = ("inst,ilp,warps,blocks_per_sm,iters,sms_seen,mma_per_sm_per_clk,min_sm,max_sm,kernel_us\n"
+           "m16n8k16.f32.f16.f16.f32,8,4,1,4096,132,0.58105,0.58,0.582,120.5\n"
+           "m16n8k32.f32.e4m3.e4m3.f32,8,4,1,4096,132,0.6268,0.62,0.63,70.25\n")
+    rows = rows_from_output(out)
+    assert [r["flops_per_mma"] for r in rows] == [4096, 8192]
+    assert rows[0]["flops_per_sm_per_clk"] == pytest.approx(0.58105 * 4096)
+    table = R.Table(tmp_path / "mma.csv", R.MMA)
+    for r in rows:
+        table.add(r)
+    table.flush()
+    R.write_sidecar(table.path, _prov("mma.csv"))
+    assert R.check_table_file(tmp_path / "mma.csv") == 2
+    with pytest.raises(ValueError, match="unknown instruction 'm8n8k4'"):
+        rows_from_output(out.replace("m16n8k16.f32.f16.f16.f32", "m8n8k4"))
+
+
+def test_the_mma_campaign_reaches_about_two_thirds_of_the_datasheet_rate():
+    with open(ROOT / "validation" / "mma_h100_2026_11" / "mma.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert R.check_table_file(ROOT / "validation" / "mma_h100_2026_11" / "mma.csv", R.MMA) == len(rows) == 224
+    best = max(float(r["flops_per_sm_per_clk"]) for r in rows if r["inst"] == "m16n8k16.f32.f16.f16.f32")
+    assert 0.6 < best / 4096 < 0.7  # what hw_configs/h100-sxm.yaml's mma_efficiency.per_stream cites
+    assert all(int(r["sms_seen"]) == 132 for r in rows)

@@ -351,3 +351,14 @@ def test_a_kernels_side_launches_each_cost_a_launch_where_they_apply():
         assert with_side - without == pytest.approx(extra * launch, abs=1)
     with pytest.raises(ValueError, match="when"):
         Kernel.model_validate({**flex.model_dump(), "side_launches": [{"when": "sometimes", "count": 1, "source": "x"}]})
+
+
+def test_a_warp_grid_must_hold_the_tiles_warps_and_needs_operand_reads():
+    doc = yaml.safe_load((KERNELS / "efficient.yaml").read_text())
+    doc["tiles"][0]["warp_grid"] = [2, 4]
+    with pytest.raises(ValueError, match=r"warp_grid \[2, 4\] has 8 warps, the tile 4"):
+        Kernel.model_validate(doc)
+    doc = yaml.safe_load((KERNELS / "efficient.yaml").read_text())
+    doc["operands_from_shared"] = False
+    with pytest.raises(ValueError, match="they need operands_from_shared"):
+        Kernel.model_validate(doc)

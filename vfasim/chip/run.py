@@ -199,9 +199,11 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     launch = cached(("launch", digest, geo, group, splits), lambda: build_launch(trace, rows, kv_key, label, splits))
     busy = busy_by_pipeline(trace, priced, unit_weights(trace, launch), len(core.pipelines))
     del priced  # a few bytes an op, not kept through the event loop
-    operand_warps = (rule.warps or kernel.warps) if kernel.operands_from_shared else 0
+    warps = rule.warps or kernel.warps
+    operands = OperandReads(*(rule.warp_grid or (warps, 1)), kernel.p_in == "shared") \
+        if kernel.operands_from_shared else None
     prepass = kernel.minit == "prepass" and bool(np.any(trace.kind == KIND_CODE["key_summary"]))
-    core_k = tile_core(timing_core(plan.core, kernel.mma == "per_stream", operand_warps, streams, shape,
+    core_k = tile_core(timing_core(plan.core, kernel.mma == "per_stream", operands, streams, shape,
                                    chip.core_limits), rule)
     pipelined = kernel.loop_pipelined if rule.loop_pipelined is None else rule.loop_pipelined
     buffers, in_order = kernel.score_buffers, not pipelined or not kernel.skip_loop_pipelined and bool(
@@ -318,23 +320,41 @@ def _dealt_by_stream(core: HardwareConfig, role: str, streams: int, what: str) -
     return pipes
 
 
-def timing_core(core: HardwareConfig, mma_per_stream: bool, operand_warps: int, streams: int, shape: TileShape,
-                limits: CoreLimits) -> HardwareConfig:
+@dataclass(frozen=True)
+class OperandReads:
+    """How a per-stream mma kernel's warps read their matmul operands from shared memory: ``rows`` x ``cols`` warps
+    tile each matmul's output (``TileRule.warp_grid``), each reading its rows of A and its columns of B; P read from
+    shared memory too where ``p_shared`` (``Kernel.p_in``)."""
+
+    rows: int
+    cols: int
+    p_shared: bool = False
+
+    def bytes_per_mac(self, shape: TileShape) -> dict[str, float]:
+        """Shared-memory bytes the warps read per multiply-accumulate of each matmul: A's bytes over a warp tile's
+        width plus B's over its height (QK: Q and K, its columns the keys; PV: P where it is in shared memory and V,
+        its columns the head dim, in chunks of at most a key block)."""
+        k_rows = self.rows * shape.kv_bytes / shape.block_q
+        pv_cols = min(shape.head_dim, shape.block_k)
+        return {"qk_matmul": self.cols * shape.q_bytes / shape.block_k + k_rows,
+                "pv_matmul": (self.cols * shape.p_bytes / pv_cols if self.p_shared else 0.0) + k_rows}
+
+
+def timing_core(core: HardwareConfig, mma_per_stream: bool, operands: OperandReads | None, streams: int,
+                shape: TileShape, limits: CoreLimits) -> HardwareConfig:
     """The core as the unit timer runs ``streams`` of a kernel on it (busy cycles stay on ``core``).
 
     ``mma_per_stream``: each tensor pipe becomes ``streams`` units dealt by row (the
     interleaved unit trace has one row per stream), each at 1/streams of the pipe's rate.
-    ``operand_warps`` > 0 with a shared-memory read rate: the QK and PV matmuls also take
+    ``operands`` given, with a shared-memory read rate: the QK and PV matmuls also take
     the time of their operand reads, as a work factor on their pipe.
     """
     if not mma_per_stream:
         return core
     pipes = _dealt_by_stream(core, "tensor", streams, "a per-stream mma kernel")
     factors = dict(core.work_factor)
-    if operand_warps and limits.shared_read_bytes_per_cycle is not None:
-        w, bq, bk = operand_warps, shape.block_q, shape.block_k
-        per_mac = {"qk_matmul": shape.q_bytes / bk + w * shape.kv_bytes / bq, "pv_matmul": w * shape.kv_bytes / bq}
-        for kind, bytes_per_mac in per_mac.items():
+    if operands is not None and limits.shared_read_bytes_per_cycle is not None:
+        for kind, bytes_per_mac in operands.bytes_per_mac(shape).items():
             if core.op_map[kind] == FUSED:
                 continue
             rate = pipes[core.op_map[kind]].throughput[core.precision.matmul]

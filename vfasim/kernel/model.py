@@ -83,6 +83,11 @@ class TileRule(_Strict):
     loop_pipelined: bool | None = Field(default=None, description="Whether the key loop is software-pipelined with "
                                         "this tile (e.g. Triton's num_stages 1 compiles a loop that is not); absent: "
                                         "the kernel's loop_pipelined")
+    warp_grid: tuple[Annotated[int, Field(strict=True, gt=0, le=64)], Annotated[int, Field(strict=True, gt=0, le=64)]] \
+        | None = Field(default=None, description="[warps along the query rows, warps along the columns] of each matmul's "
+                       "output tile, where the warps read their operands from shared memory (operands_from_shared): each "
+                       "warp reads its rows of A and its columns of B; absent: every warp its own rows and all columns "
+                       "(FlashAttention-2's warps x 1)")
     cta_cycles: int | None = Field(
         strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of this tile spends beyond the ops the "
         "model prices (its prologue and epilogue), measured; a chip's fitted kernel_tuning cta_cycles_scale scales it, "
@@ -94,6 +99,9 @@ class TileRule(_Strict):
         unknown = [k for k in self.result_latency if k not in OP_KINDS]
         if unknown:
             raise ValueError(f"result_latency names unknown op kind {unknown[0]!r}")
+        if self.warp_grid is not None and self.warps is not None and self.warp_grid[0] * self.warp_grid[1] != self.warps:
+            raise ValueError(f"warp_grid {list(self.warp_grid)} has {self.warp_grid[0] * self.warp_grid[1]} warps, the "
+                             f"tile {self.warps}")
         return self
 
 
@@ -253,6 +261,13 @@ class Kernel(_Strict):
     operands_from_shared: bool = Field(description="Each warp reads its K/V operand tiles from shared memory "
                                        "(mma.sync), paid at the core's shared_read_bytes_per_cycle")
     q_in: Literal["shared", "registers"] = Field(description="Where Q lives for the key loop")
+    q_reread: bool = Field(default=False, description="The Q tile is read again from memory with every key block "
+                           "(the first matmul's mainloop streams Q's chunks beside K's), not once per CTA: each K load "
+                           "also moves the CTA's Q bytes")
+    p_in: Literal["registers", "shared"] = Field(default="registers", description="Where the PV matmul reads P "
+                                                  "from: registers (the score fragment converted in place) or shared "
+                                                  "memory (written there after the softmax; each warp then reads its "
+                                                  "rows of P as it reads V, with operands_from_shared)")
     p_aliases_scores: bool = Field(description="P is written over its score tile's registers (no separate P tile)")
     exp_emulation: float = Field(strict=True, default=0.0, ge=0, lt=1, description="Fraction of exps computed by polynomial on "
                                  "the vector ALUs")
@@ -305,6 +320,10 @@ class Kernel(_Strict):
             raise ValueError(f"fused_ops names unknown op kind {unknown[0]!r}")
         if self.prepass_rates and self.minit != "prepass":
             raise ValueError("prepass_rates needs minit: prepass (no key-summary launch to price)")
+        if not self.operands_from_shared and (self.p_in == "shared" or any(
+                r.warp_grid for r in [*self.tiles, *(self.decode.tiles if self.decode else [])])):
+            raise ValueError("p_in: shared and a tile's warp_grid price the warps' operand reads from shared memory: "
+                             "they need operands_from_shared")
         if self.mma == "shared" and self.operands_from_shared:
             raise ValueError("operands_from_shared needs mma: per_stream (warp-group MMAs read shared memory "
                              "themselves)")

@@ -91,6 +91,8 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
                                    v_before_skip_test=k.v_before_skip_test)
     compute_dim = k.compute_head_dim(head_dim)
     trace = _padded_compute(trace, head_dim, compute_dim)
+    if k.q_reread:
+        trace = _q_with_every_key_block(trace)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative, seq_len, splits, rows, sample)
     tile = dataclasses.replace(tu, block_q=block_q, head_dim=compute_dim)  # whole rows, valid or not; padded columns
@@ -263,6 +265,17 @@ def _predicated(trace: Trace, valid: int, rows: int) -> Trace:
         return trace
     rowwise = np.isin(trace.kind, [OP_CODES["load_q"], OP_CODES["store_o"]])
     work = np.where(rowwise, trace.work * valid // rows, trace.work)
+    return dataclasses.replace(trace, work=work)
+
+
+def _q_with_every_key_block(trace: Trace) -> Trace:
+    """``trace`` of a kernel that reads its Q tile again with every key block (``Kernel.q_reread``): each K load of a
+    row also moves the bytes of that row's Q load."""
+    q = trace.kind == OP_CODES["load_q"]
+    q_bytes = np.bincount(trace.row[q], weights=trace.work[q], minlength=int(trace.row.max(initial=-1)) + 1)
+    k = trace.kind == OP_CODES["load_k"]
+    work = trace.work.copy()
+    work[k] += q_bytes[trace.row[k]].astype(work.dtype)
     return dataclasses.replace(trace, work=work)
 
 
