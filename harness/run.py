@@ -33,7 +33,7 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
 
 
 PHASES = ("checks", "micro", "loop", "stages", "issue", "latency", "profile", "floor", "units", "units_decode",
-          "pairs", "chain", "fa3", "decode", "numerics", "prefill")
+          "pairs", "chain", "fa3", "decode", "numerics", "prefill", "blind")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                          "decode tile), "
                          "'pairs' (Triton FA2 and VFA's kernel timed in alternation on the FA3-regime grid, pairs.csv), 'chain' "
                          "(FA2 against VFA's kernel and against its loop without the softmax, with 1 CTA, one per SM and two per "
-                         "SM at a growing K/V length, chain.csv) and "
+                         "SM at a growing K/V length, chain.csv), 'blind' (shapes no other grid holds: other lengths, batches, head "
+                         "configs and head dims, and 2- and 8-query decode; SDPA in fp16 and bf16, Triton in fp16 and "
+                         "fp8) and "
                          "'profile' (the CUDA kernels of a few SDPA calls, profile.csv)")
     a = ap.parse_args(argv[1:])
     phases = set(a.phases.split(","))
@@ -243,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         if "decode" in phases:
             grid = A.decode_grid()[:6] if a.quick else A.decode_grid()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16",), reserve_s=150)
+        if "blind" in phases:
+            grid = A.blind_grid()[:8] if a.quick else A.blind_grid()
+            runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16", "fp8_e4m3"), reserve_s=10)
         if "numerics" in phases and budget.left() > 40:
             from harness.numerics import run_numerics
 

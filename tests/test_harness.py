@@ -430,3 +430,21 @@ def test_the_mma_campaign_reaches_about_two_thirds_of_the_datasheet_rate():
     best = max(float(r["flops_per_sm_per_clk"]) for r in rows if r["inst"] == "m16n8k16.f32.f16.f16.f32")
     assert 0.6 < best / 4096 < 0.7  # what hw_configs/h100-sxm.yaml's mma_efficiency.per_stream cites
     assert all(int(r["sms_seen"]) == 132 for r in rows)
+
+
+@pytest.mark.parametrize("campaign", ["blind_h100_2026_11", "blind_h200_2026_11"])
+def test_the_blind_campaigns_hold_only_shapes_no_other_campaign_measured(campaign):
+    folder = ROOT / "validation" / campaign
+    for name in ("attention", "checks", "skipped"):
+        assert R.check_table_file(folder / f"{name}.csv") > 0
+    assert "failing variants: none" in (folder / "log.txt").read_text()
+
+    def shapes(path):
+        with path.open(newline="") as f:
+            return {(r["head_dim"], r["causal"], r["seq_len"], r["seq_len_q"], r["batch"], r["heads"], r["kv_heads"])
+                    for r in csv.DictReader(f)}
+
+    blind = shapes(folder / "attention.csv")
+    others = set().union(*(shapes(p) for p in (ROOT / "validation").glob("*/attention.csv")
+                           if not p.parent.name.startswith("blind_")))
+    assert len(blind) == 282 and not blind & others
