@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                       "blocks / (last end - first start); median over SMs. kernel_us: CUDA events, median of 5 "
                       "launches after 1 warm-up", "warmups": 1, "statistic": "median over SMs"}
     base = provenance(["harness.mma", *(argv if argv is not None else sys.argv[1:])], note,
-                      {"chip": chip_name(torch.cuda.get_device_name(0)), "build": " ".join(build[:-3] + ["mma_sync.cu"]),
+                      {"chip": chip_name(torch.cuda.get_device_name(0)),
+                       "build": " ".join(["nvcc", *build[1:-3], "mma_sync.cu"]),
                        "sass_counts": counts, "run_wall_s": round(wall, 1)})
     base["command"] = "python3 -m harness.mma " + " ".join(argv if argv is not None else sys.argv[1:])
     write_sidecar(table.path, {"table": "mma.csv", **base, "finished": True, "rows": len(table.rows),

@@ -291,3 +291,20 @@ def test_the_efficient_backends_rows_are_predicted_by_its_description_and_held_o
     k = kernel_for("sdpa_efficient")
     assert k is not None and k.name == "efficient" and "sdpa_efficient" in k.predicts
     assert "efficient" not in load_hw("H100-SXM").chip.kernel_tuning  # type: ignore[union-attr]  # spec only
+
+
+def test_the_blind_rows_are_reported_apart_in_both_tiers(doc):
+    from types import SimpleNamespace as NS
+
+    from vfasim.validate.report import _blind_doc, format_report
+
+    def pred(table: str, error: float):
+        return NS(row=NS(blind=table.startswith("blind_"), fit=False, table=table), error=error)
+
+    blind, seen = "blind_h100_2026_11/attention.csv", "gpu_h100_2026_11/attention.csv"
+    group = NS(fit=[], heldout=[pred(blind, 0.1), pred(seen, 0.5)], spec=[pred(blind, -0.2), pred(seen, 0.9)])
+    got = _blind_doc([group])
+    assert got["rows"] == 1 and got["mape_heldout"] == pytest.approx(0.1) and got["mape_spec"] == pytest.approx(0.2)
+    assert got["bias_spec"] == pytest.approx(-0.2) and got["fit_rows"] == 0
+    assert "blind rows (validation/blind_*" in format_report(doc) and set(doc["blind"]) == set(got)
+    assert all(r.blind == r.table.startswith("blind_") for r in load_rows()) and any(r.blind for r in load_rows())

@@ -67,6 +67,9 @@ MEASURED_INPUTS = "random"
 #: values (the fit minimises the MAPE of every fit row of the kernel description), and held out they report how the
 #: tuning fitted without them carries over (the triton description's tuning was fitted on FA2 and VFA rows)
 HELD_OUT_KERNELS = frozenset({"triton_vsa", "triton_vsa_attn"})
+#: campaigns measured after every kernel description they check was final and left as they were after (folders
+#: validation/blind_*): validate reports their rows apart too, the one set of held-out rows no choice was made on
+BLIND_PREFIX = "blind_"
 #: a measured row whose spread (p80 - p20 over the median) is above this caught a slow episode: not compared
 UNSTABLE_SPREAD_PCT = 20.0
 #: rows of each (chip, kernel, format, mode) group of a measurement campaign that validate compares by default,
@@ -120,6 +123,11 @@ class Row:
         never a fit row."""
         return self.table in UNVERIFIED_TABLES or self.kernel in kernels_predicted_only() or \
             self.kernel in HELD_OUT_KERNELS
+
+    @property
+    def blind(self) -> bool:
+        """A row of a blind campaign (``BLIND_PREFIX``)."""
+        return self.table.startswith(BLIND_PREFIX)
 
     @property
     def fit(self) -> bool:
