@@ -48,6 +48,9 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_Warps = Annotated[int, Field(strict=True, gt=0, le=64)]
+
+
 class TileRule(_Strict):
     """One row of a kernel's tile table: the first rule that matches a run gives its tile."""
 
@@ -83,11 +86,10 @@ class TileRule(_Strict):
     loop_pipelined: bool | None = Field(default=None, description="Whether the key loop is software-pipelined with "
                                         "this tile (e.g. Triton's num_stages 1 compiles a loop that is not); absent: "
                                         "the kernel's loop_pipelined")
-    warp_grid: tuple[Annotated[int, Field(strict=True, gt=0, le=64)], Annotated[int, Field(strict=True, gt=0, le=64)]] \
-        | None = Field(default=None, description="[warps along the query rows, warps along the columns] of each matmul's "
-                       "output tile, where the warps read their operands from shared memory (operands_from_shared): each "
-                       "warp reads its rows of A and its columns of B; absent: every warp its own rows and all columns "
-                       "(FlashAttention-2's warps x 1)")
+    warp_grid: tuple[_Warps, _Warps] | None = Field(
+        default=None, description="[warps along the query rows, warps along the columns] of each matmul's output tile, "
+        "where the warps read their operands from shared memory (operands_from_shared): each warp reads its rows of A "
+        "and its columns of B; absent: every warp its own rows and all columns (FlashAttention-2's warps x 1)")
     cta_cycles: int | None = Field(
         strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of this tile spends beyond the ops the "
         "model prices (its prologue and epilogue), measured; a chip's fitted kernel_tuning cta_cycles_scale scales it, "
@@ -99,9 +101,6 @@ class TileRule(_Strict):
         unknown = [k for k in self.result_latency if k not in OP_KINDS]
         if unknown:
             raise ValueError(f"result_latency names unknown op kind {unknown[0]!r}")
-        if self.warp_grid is not None and self.warps is not None and self.warp_grid[0] * self.warp_grid[1] != self.warps:
-            raise ValueError(f"warp_grid {list(self.warp_grid)} has {self.warp_grid[0] * self.warp_grid[1]} warps, the "
-                             f"tile {self.warps}")
         return self
 
 
@@ -258,7 +257,7 @@ class Kernel(_Strict):
     mma: Literal["per_stream", "shared"] = Field(
         description="per_stream: each stream's warps issue their own mma.sync on a 1/k share of the tensor pipes; "
                     "shared: asynchronous warp-group MMAs (wgmma, tcgen05, cube) that take the whole pipe in turn")
-    operands_from_shared: bool = Field(description="Each warp reads its K/V operand tiles from shared memory "
+    operands_from_shared: bool = Field(description="Each warp reads its matmul operands from shared memory "
                                        "(mma.sync), paid at the core's shared_read_bytes_per_cycle")
     q_in: Literal["shared", "registers"] = Field(description="Where Q lives for the key loop")
     q_reread: bool = Field(default=False, description="The Q tile is read again from memory with every key block "
@@ -320,6 +319,11 @@ class Kernel(_Strict):
             raise ValueError(f"fused_ops names unknown op kind {unknown[0]!r}")
         if self.prepass_rates and self.minit != "prepass":
             raise ValueError("prepass_rates needs minit: prepass (no key-summary launch to price)")
+        for rule in [*self.tiles, *(self.decode.tiles if self.decode else [])]:
+            warps = rule.warps or self.warps
+            if rule.warp_grid is not None and rule.warp_grid[0] * rule.warp_grid[1] != warps:
+                raise ValueError(f"warp_grid {list(rule.warp_grid)} has {rule.warp_grid[0] * rule.warp_grid[1]} warps, "
+                                 f"the tile {warps}")
         if not self.operands_from_shared and (self.p_in == "shared" or any(
                 r.warp_grid for r in [*self.tiles, *(self.decode.tiles if self.decode else [])])):
             raise ValueError("p_in: shared and a tile's warp_grid price the warps' operand reads from shared memory: "
