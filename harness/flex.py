@@ -56,6 +56,29 @@ def grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]
     return out
 
 
+def blind_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]:
+    """Shapes no campaign but the blind ones holds (``harness/attention.py`` blind_grid's lengths, batches and head
+    configs), as (batch, heads, kv_heads, seq_len_q, seq_len, head_dim, causal): prefill at head dims 64 and 128, two
+    batch and head configs a length and mask (in turn, at most 2^21 query rows x heads), and one-query decode against
+    1,500, 6,000 and 24,000 keys."""
+    combos = [(b, h, hk) for b in (2, 8, 32) for h, hk in ((12, 12), (40, 8), (24, 8), (20, 4))]
+    out: list[tuple[int, int, int, int, int, int, bool]] = []
+    turn = 0
+    for d in (64, 128):
+        for n in ((1536,) if quick else (384, 700, 1536, 5000, 6144, 12288)):
+            for c in (False, True):
+                fits = [x for x in combos if x[0] * x[1] * n <= 1 << 21]
+                for _ in range(2):
+                    b, h, hk = fits[turn % len(fits)]
+                    turn += 1
+                    if (b, h, hk, n, n, d, c) not in out:
+                        out.append((b, h, hk, n, n, d, c))
+    for d in (128, 64):
+        for sk in ((6000,) if quick else (1500, 6000, 24000)):
+            out += [(b, h, hk, 1, sk, d, False) for b, (h, hk) in ((2, (40, 8)), (16, (24, 8)), (32, (12, 12)))]
+    return out
+
+
 def units_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]:
     """The units sweeps of ``harness.run --phases units,units_decode`` as (batch, heads, kv_heads, seq_len_q, seq_len,
     head_dim, causal): 1,056 query blocks of 128 rows (prefill) and 528 one-query heads (decode) at a growing K/V
@@ -78,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="instead of the grid, the units sweeps (harness/attention.py units_grid and "
                          "units_decode_grid: a fixed number of query blocks, growing K/V) into units.csv and "
                          "units_decode.csv, non-causal, no mask")
+    ap.add_argument("--grid", choices=("main", "blind"), default="main",
+                    help="main: the campaign grid; blind: shapes no campaign but the blind ones holds (blind_grid)")
     a = ap.parse_args(argv)
+    if a.units and a.grid != "main":
+        ap.error("--units runs the sweeps in place of a grid: give it without --grid")
     dtypes = a.dtypes.split(",")
     bad = [d for d in dtypes if d not in TOL]
     if bad:
@@ -142,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             about[name] = f"the {name} sweep: {about['attention']}"
         cases = units_grid(a.quick)
     else:
-        cases = grid(a.quick)
+        cases = blind_grid(a.quick) if a.grid == "blind" else grid(a.quick)
     sidecars(False)
     log(f"{chip}: {len(cases)} cases x {len(dtypes)} formats; torch {torch.__version__}")
     try:
