@@ -32,6 +32,12 @@ __device__ __forceinline__ unsigned sm_id() {
   return r;
 }
 
+// One warp-level MMA into float32 accumulators ACC[0..3], in place; A is a0-a3, B is b0-b1.
+#define MMA_F32(INSTR, ACC)                                                                            \
+  asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                        \
+               : "+f"(ACC[0]), "+f"(ACC[1]), "+f"(ACC[2]), "+f"(ACC[3])                                \
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+
 // INST: 0 m16n8k16 f16 x f16 -> f32, 1 m16n8k16 bf16 x bf16 -> f32, 2 m16n8k32 e4m3 x e4m3 -> f32,
 //       3 m16n8k16 f16 x f16 -> f16
 template <int INST, int ILP>
@@ -54,23 +60,11 @@ __global__ void mma_loop(float* out, long long* stamps, int iters) {
 #pragma unroll
     for (int j = 0; j < ILP; ++j) {
       if (INST == 0) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        MMA_F32("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", c[j]);
       } else if (INST == 1) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        MMA_F32("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", c[j]);
       } else if (INST == 2) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        MMA_F32("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", c[j]);
       } else {
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
