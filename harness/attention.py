@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from harness import kernels, reference
-from harness.rows import DTYPES
+from harness.rows import BLIND_BATCHES, BLIND_DECODE, BLIND_DECODE_KEYS, BLIND_HEADS, BLIND_SEQS, DTYPES
 
 TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
 SDPA = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
@@ -117,20 +117,16 @@ def prefill_grid(head_dims=(64, 128), max_us: float = 50_000, min_us: float = 20
     return _round_robin(out, lambda c: (c.seq_k, c.head_dim, c.causal), seed=2)
 
 
-#: shapes no other grid holds (head configs, batches, lengths and head dims of their own), for a held-out check of
-#: descriptions finished before it is measured
-BLIND_HEADS = ((12, 12), (40, 8), (24, 8), (20, 4))
-BLIND_SEQS = (384, 700, 1536, 5000, 6144, 12288)
-
-
 def blind_grid() -> list[Case]:
-    """Prefill at lengths, batches and head configs no other grid uses (head dims 64 and 128, and 32, 112, 160, 192 at a
-    few shapes), and decode of 2 and 8 queries; every group gets one shape before any gets a second."""
+    """Shapes no other grid holds, for a held-out check of descriptions finished before it is measured
+    (``rows.BLIND_*``): prefill at lengths, batches and head configs no other grid uses (head dims 64 and 128, and 32,
+    112, 160, 192 at a few shapes), and decode of 2 and 8 queries; every group gets one shape before any gets a
+    second."""
     out = []
     for d in (64, 128):
         for n in BLIND_SEQS:
             for c in (False, True):
-                for b in (2, 8, 32):
+                for b in BLIND_BATCHES:
                     for h, hk in BLIND_HEADS:
                         case = Case(b, h, hk, n, n, d, c, f"blind_d{d}")
                         if 20 <= est_us(case) <= 20_000:
@@ -141,8 +137,8 @@ def blind_grid() -> list[Case]:
                 out.append(Case(b, h, hk, n, n, d, c, f"blind_d{d}"))
     for d in (128, 64):
         for sq in (2, 8):
-            for sk in (1500, 6000, 24000):
-                for b, (h, hk) in ((2, (40, 8)), (16, (24, 8)), (32, (12, 12))):
+            for sk in BLIND_DECODE_KEYS:
+                for b, h, hk in BLIND_DECODE:
                     out.append(Case(b, h, hk, sq, sk, d, False, "blind_decode"))
     return _round_robin(out, lambda c: (c.tier, c.seq_k, c.causal), seed=3)
 

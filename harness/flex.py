@@ -29,7 +29,8 @@ import tarfile
 import time
 
 from harness.asm_dump import cache_kernels, write_summary
-from harness.rows import ATTENTION, CHECKS, PROFILE, SKIPPED, Table, chip_name, write_rows, write_sidecar
+from harness.rows import (ATTENTION, BLIND_BATCHES, BLIND_DECODE, BLIND_DECODE_KEYS, BLIND_HEADS, BLIND_SEQS, CHECKS,
+                          PROFILE, SKIPPED, Table, chip_name, write_rows, write_sidecar)
 
 KERNEL = "flex_attention"
 TOL = {"fp16": 3e-3, "bf16": 1e-2}
@@ -57,15 +58,15 @@ def grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]
 
 
 def blind_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]:
-    """Shapes no campaign but the blind ones holds (``harness/attention.py`` blind_grid's lengths, batches and head
-    configs), as (batch, heads, kv_heads, seq_len_q, seq_len, head_dim, causal): prefill at head dims 64 and 128, two
-    batch and head configs a length and mask (in turn, at most 2^21 query rows x heads), and one-query decode against
-    1,500, 6,000 and 24,000 keys."""
-    combos = [(b, h, hk) for b in (2, 8, 32) for h, hk in ((12, 12), (40, 8), (24, 8), (20, 4))]
+    """Shapes no campaign but the blind ones holds (``rows.BLIND_*``, as ``attention.blind_grid``), as (batch, heads,
+    kv_heads, seq_len_q, seq_len, head_dim, causal): prefill at head dims 64 and 128, two batch and head configs a
+    length and mask (in turn, at most 2^21 query rows x heads), and one-query decode against 1,500, 6,000 and 24,000
+    keys."""
+    combos = [(b, h, hk) for b in BLIND_BATCHES for h, hk in BLIND_HEADS]
     out: list[tuple[int, int, int, int, int, int, bool]] = []
     turn = 0
     for d in (64, 128):
-        for n in ((1536,) if quick else (384, 700, 1536, 5000, 6144, 12288)):
+        for n in ((1536,) if quick else BLIND_SEQS):
             for c in (False, True):
                 fits = [x for x in combos if x[0] * x[1] * n <= 1 << 21]
                 for _ in range(2):
@@ -74,8 +75,8 @@ def blind_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, 
                     if (b, h, hk, n, n, d, c) not in out:
                         out.append((b, h, hk, n, n, d, c))
     for d in (128, 64):
-        for sk in ((6000,) if quick else (1500, 6000, 24000)):
-            out += [(b, h, hk, 1, sk, d, False) for b, (h, hk) in ((2, (40, 8)), (16, (24, 8)), (32, (12, 12)))]
+        for sk in ((6000,) if quick else BLIND_DECODE_KEYS):
+            out += [(b, h, hk, 1, sk, d, False) for b, h, hk in BLIND_DECODE]
     return out
 
 

@@ -27,6 +27,13 @@ class SchemaError(ValueError):
 
 
 DTYPES = ("fp16", "bf16", "fp8_e4m3")
+#: the blind grids' shapes (``attention.blind_grid``, ``flex.blind_grid``), none of which another grid uses: prefill
+#: lengths, batches and (heads, K/V heads), decode (batch, heads, K/V heads) and K/V lengths
+BLIND_SEQS = (384, 700, 1536, 5000, 6144, 12288)
+BLIND_BATCHES = (2, 8, 32)
+BLIND_HEADS = ((12, 12), (40, 8), (24, 8), (20, 4))
+BLIND_DECODE = ((2, 40, 8), (16, 24, 8), (32, 12, 12))
+BLIND_DECODE_KEYS = (1500, 6000, 24000)
 BOOLS = ("true", "false")
 
 
