@@ -431,12 +431,32 @@ def test_a_units_own_hbm_stream_caps_its_speed_before_the_shared_port():
 
 def test_a_lone_cta_streams_kv_at_the_measured_per_cta_rate():
     # cuDNN's 4-query decode runs unsplit: one CTA per query head, each streaming its K/V at H100's measured
-    # 45.9 GB/s per CTA (validation/gpu_h100_2026_11_latency), far below the HBM port
-    r = vfasim.run("H100-SXM", "fa2", kernel="cudnn", seq_len=65536, heads=2, kv_heads=2, batch=1, decode=True,
+    # 45.9 GB/s per CTA (validation/gpu_h100_2026_11_latency), far below the HBM port. Without its padded
+    # second warp group (pad_streams), the CTA's matmuls take less than that stream
+    lean = load_kernel("cudnn").model_copy(update={"pad_streams": False})
+    r = vfasim.run("H100-SXM", "fa2", kernel=lean, seq_len=65536, heads=2, kv_heads=2, batch=1, decode=True,
                    queries=4, causal=False)
     kv_bytes = 65536 * 128 * 2 * 2  # one head's K and V
     assert r.chip["splits"] == 1 and r.chip["unit_bounds"]["latency"] == 2
     assert kv_bytes / 45.9e3 < r.chip["latency_us"] < kv_bytes / 45.9e3 * 1.1
+
+
+def test_a_padded_stream_computes_as_its_partner_and_moves_no_bytes():
+    # cuDNN's 128-row tile on 4 queries: both 64-row warp groups compute (pad_streams), so a CTA costs two streams'
+    # matmuls, one unit a core; its Q and O bytes stay those of the 4 real rows
+    runs = {pad: vfasim.run("H100-SXM", "fa2", kernel=load_kernel("cudnn").model_copy(update={"pad_streams": pad}),
+                            seq_len=8192, heads=32, kv_heads=8, batch=8, decode=True, queries=4, causal=False)
+            for pad in (False, True)}
+    lean, padded = runs[False].chip, runs[True].chip
+    assert padded["units"] == lean["units"] == 8 * 32
+    assert (padded["streams_per_unit"], lean["streams_per_unit"]) == (2, 1)
+
+    def tensor_busy(chip):
+        return chip["utilization"]["tensor"] * chip["latency_cycles"]
+
+    assert tensor_busy(padded) == pytest.approx(2 * tensor_busy(lean), rel=1e-3)
+    assert padded["hbm_bytes"] == pytest.approx(lean["hbm_bytes"], rel=0.02)
+    assert padded["latency_us"] > 1.2 * lean["latency_us"]
 
 
 def test_a_per_unit_stream_cap_is_an_hbm_figure_only():

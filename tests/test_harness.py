@@ -450,3 +450,19 @@ def test_the_blind_campaigns_hold_only_shapes_no_other_campaign_measured(campaig
     others = set().union(*(shapes(p) for p in (ROOT / "validation").glob("*/attention.csv")
                            if not p.parent.name.startswith("blind_")))
     assert len(blind) == count and not blind & others
+
+
+@pytest.mark.parametrize("campaign, hbm", [("l2share_h100_2026_11", 3007), ("l2share_h200_2026_11", 4253)])
+def test_the_l2share_campaigns_say_what_their_readmes_say(campaign, hbm):
+    path = ROOT / "validation" / campaign / "micro.csv"
+    assert R.check_table_file(path, R.MICRO) == 54
+    with path.open(newline="") as f:
+        rate = {r["name"]: float(r["value"]) for r in csv.DictReader(f)}
+    for programs in (264, 528, 1056):
+        lone = rate[f"l2share_{programs}cta_g1_distinct_gbps"]
+        assert lone == rate[f"l2share_{programs}cta_g1_delivered_gbps"]
+        assert 1.0 < lone / hbm < 1.1  # a read-only stream, a little above the copy's read + write rate
+        assert rate[f"l2share_{programs}cta_warm_spread_gbps"] < rate[f"l2share_{programs}cta_warm_lockstep_gbps"]
+    # a fill does not take the L2's port from the reads: a group of 8 reads and fills more than the all-hit run reads
+    assert rate["l2share_528cta_g8_delivered_gbps"] + rate["l2share_528cta_g8_distinct_gbps"] > \
+        rate["l2share_528cta_g528_delivered_gbps"]

@@ -189,14 +189,15 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning, kernel)
     priced = op_cycles(trace, core)  # prices every op by its own dtype: refuses one the config has no rate for
     streams = occupancy(kernel, rule, shape, chip.core_limits)
-    group = kernel.streams_per_cta(rule) if geo.n_qblocks > 1 else 1
+    group = kernel.streams_per_cta(rule) if geo.n_qblocks > 1 or kernel.pad_streams else 1
     rows, kv_key, label = _units(geo, group)
     slots = streams // group
     split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
     splits = min(geo.splits, geo.n_kblocks) or split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
     plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.overhead(rule.cta_cycles))
     digest = trace.digest() if reusing() else ""  # the trace's identity in the keys of what is reused (``reuse``)
-    launch = cached(("launch", digest, geo, group, splits), lambda: build_launch(trace, rows, kv_key, label, splits))
+    launch = cached(("launch", digest, geo, group, splits, kernel.pad_streams),
+                    lambda: build_launch(trace, rows, kv_key, label, splits, kernel.pad_streams))
     busy = busy_by_pipeline(trace, priced, unit_weights(trace, launch), len(core.pipelines))
     del priced  # a few bytes an op, not kept through the event loop
     warps = rule.warps or kernel.warps

@@ -66,10 +66,12 @@ def split_count(decode: bool, units: int, slots: int, kblocks: int) -> int:
     return min(kblocks, max(1, -(-slots // units))) if decode else 1
 
 
-def build_launch(trace: Trace, rows: np.ndarray, kv_key: np.ndarray, label: np.ndarray, splits: int) -> Launch:
+def build_launch(trace: Trace, rows: np.ndarray, kv_key: np.ndarray, label: np.ndarray, splits: int,
+                 pad: bool = False) -> Launch:
     """Units for ``rows`` [U, g] of ``trace`` (trace rows of each unit's streams, -1 = none), times splits.
 
-    Units with equal ops are deduplicated into kinds.
+    ``pad``: a stream with no rows computes on padding (``Kernel.pad_streams``): it runs its unit's first
+    stream's ops, loading and storing nothing of its own. Units with equal ops are deduplicated into kinds.
     """
     bounds = np.searchsorted(trace.row, np.arange(int(trace.row.max()) + 2))
     kinds: list[UnitKind] = []
@@ -80,13 +82,16 @@ def build_launch(trace: Trace, rows: np.ndarray, kv_key: np.ndarray, label: np.n
         key = (*group, u % splits)
         if key not in cache:
             parts = tuple(_split_ops(trace, bounds[r], bounds[r + 1], u % splits, splits) for r in group if r >= 0)
-            digest = tuple((ops.size, int(trace.kblock[ops[-1]])) if ops.size else (0, 0) for ops in parts)
+            real = len(parts)
+            if pad:
+                parts += (parts[0],) * (len(group) - real)
+            digest = (real, *((ops.size, int(trace.kblock[ops[-1]])) if ops.size else (0, 0) for ops in parts))
             same = index.setdefault(digest, [])
             found = next((k for k in same if _same_structure(trace, parts, kinds[k].streams)), None)
             if found is None:
                 found = len(kinds)
                 same.append(found)
-                kinds.append(_kind(trace, parts))
+                kinds.append(_kind(trace, parts, real))
             cache[key] = found
         kind[u] = cache[key]
     labels = np.repeat(label, splits, axis=0)
@@ -140,17 +145,20 @@ def _timing_key(trace: Trace, ops: np.ndarray, steps: np.ndarray) -> tuple:
     return (ops.size, h.hexdigest())
 
 
-def _kind(trace: Trace, parts: tuple[np.ndarray, ...]) -> UnitKind:
-    """A unit's streams and bytes; a K/V tile loaded by several of its streams is read once."""
+def _kind(trace: Trace, parts: tuple[np.ndarray, ...], real: int) -> UnitKind:
+    """A unit's streams and bytes; a K/V tile loaded by several of its streams is read once. The first ``real``
+    streams move Q and O bytes; the rest are padding."""
     ops = np.concatenate(parts)
     k = trace.kind[ops]
+    own = np.concatenate(parts[:real])
+    own_kind = trace.kind[own]
     is_k, is_v = k == KIND_CODE["load_k"], k == KIND_CODE["load_v"]
     loads = is_k | is_v
     code = trace.kblock[ops][loads].astype(np.int64) * 2 + is_v[loads]  # (key block, K or V) in that order
     code, first = np.unique(code, return_index=True)
     return UnitKind(parts, np.stack([code // 2, code % 2], axis=1), trace.work[ops][loads][first],
-                    int(trace.work[ops][k == KIND_CODE["load_q"]].sum()),
-                    int(trace.work[ops][k == KIND_CODE["store_o"]].sum()))
+                    int(trace.work[own][own_kind == KIND_CODE["load_q"]].sum()),
+                    int(trace.work[own][own_kind == KIND_CODE["store_o"]].sum()))
 
 
 def local_deps(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

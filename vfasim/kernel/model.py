@@ -236,6 +236,10 @@ class Kernel(_Strict):
     stream_rows: int | None = Field(strict=True, default=None, gt=0, le=MAX_TILE,
                                     description="Query rows one tile stream computes (a consumer warp group); "
                                                 "absent: the whole CTA tile is one stream")
+    pad_streams: bool = Field(default=False, description="Every stream of a CTA computes, a stream past the last query "
+                              "row on padding (each consumer warp group issues its MMAs whatever the query length; the "
+                              "epilogue drops the rows): a head's last CTA costs all its streams; false: a stream with "
+                              "no rows is not run, and a head of one query block runs as one stream")
     ctas_per_core: int | None = Field(strict=True, default=None, gt=0, description="CTAs a core runs at once by the source's "
                                       "launch bounds; absent: as many as fit")
     producer_threads: int = Field(strict=True, default=0, ge=0, description="Threads of a CTA that only move data (FA3's "
