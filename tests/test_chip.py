@@ -138,7 +138,7 @@ def test_decode_is_memory_bound_and_scales_with_hbm_bandwidth(tmp_path):
     assert base.chip["hbm_bytes"] == kv + base.chip["units"] * (q + partial_o) + combined
     # fixed latencies keep it above 1/2 (FA3 runs one decode unit per SM: its second warp group idles; the
     # combine launch is a chain of one L2 round trip per split, which HBM bandwidth does not shorten)
-    assert 0.5 <= double.latency_cycles / base.latency_cycles < 0.75
+    assert 0.5 <= double.latency_cycles / base.latency_cycles < 0.8
 
 
 def test_prefill_throughput_rises_with_sequence_length_as_waves_fill():
