@@ -61,3 +61,29 @@ def test_units_streaming_more_than_the_cache_holds_equal_the_reference(capacity)
         assert fast.used == ref.used
     resident = np.flatnonzero(fast.stamp >= 0)
     assert resident[np.argsort(fast.stamp[resident])].tolist() == list(ref.lines)
+
+
+@pytest.mark.parametrize("capacity", [0, 30, 120, 400, 10**9])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_look_up_after_an_intact_prefix_equals_the_reference(capacity, seed):
+    # A causal head's query blocks in turn: each unit reads the last one's keys in order and a few more; given
+    # the prefix, the cache looks up only the rest (falling back to the whole look-up where evictions would reach
+    # the unit's own keys), and ends as the plain LRU does.
+    rng = np.random.default_rng(seed)
+    size_of = rng.integers(1, 12, 500)
+    fast, ref = L2Cache(capacity, 500), ReferenceLRU(capacity)
+    last = np.array([], np.int64)
+    for _ in range(300):
+        if rng.random() < 0.15 or last.size > 60:  # another head: a fresh run of keys
+            start = int(rng.integers(0, 400))
+            keys, prefix = np.arange(start, start + int(rng.integers(1, 8))), 0
+        else:
+            extra = np.arange(int(last[-1]) + 1, int(last[-1]) + 1 + int(rng.integers(0, 4))) % 500 \
+                if last.size else np.array([], np.int64)
+            keys = np.concatenate([last, extra[~np.isin(extra, last)]]).astype(np.int64)
+            prefix = last.size if fast.intact else 0
+        assert fast.access(keys, size_of[keys], prefix=prefix) == ref.access(keys.tolist(), size_of[keys].tolist())
+        assert fast.used == ref.used
+        last = keys
+    resident = np.flatnonzero(fast.stamp >= 0)
+    assert resident[np.argsort(fast.stamp[resident])].tolist() == list(ref.lines)

@@ -41,11 +41,22 @@ class L2Cache:
         self.log = np.empty(max(4 * n_keys, 1024), np.int64)
         self.places = np.arange(self.log.size)  # place i of the log is i (a view of it, not a new arange, per look-up)
         self.front = self.fill = 0
+        self.intact = False  # the last look-up left every one of its keys resident
 
-    def access(self, keys: np.ndarray, sizes: np.ndarray, total: int | None = None) -> int:
+    def access(self, keys: np.ndarray, sizes: np.ndarray, total: int | None = None, prefix: int = 0) -> int:
         """Look up (and make resident) every key, distinct, in order; return the bytes that hit (``total``: their
-        sum, if known)."""
+        sum, if known).
+
+        ``prefix``: the first keys are the last look-up's, in its order, and that look-up left them all resident
+        (``intact``). They are the newest keys in that order already, so looking them up again changes nothing:
+        only the rest are looked up, unless their evictions would reach the prefix (then all are, as without it).
+        """
+        if prefix:
+            done = self.after_prefix(int(keys[0]), keys[prefix:].tolist(), sizes[prefix:].tolist())
+            if done is not None:
+                return (int(sizes.sum()) if total is None else total) - done
         stamps = self.stamp[keys]
+        self.intact = True
         if keys.size and stamps.min() >= 0:  # all resident: nothing enters, nothing is evicted
             self._append(keys)
             return int(sizes.sum()) if total is None else total
@@ -65,6 +76,37 @@ class L2Cache:
             self.size[keys[new]] = missed
         self._append(keys)
         return int(sizes.sum()) - miss
+
+    def after_prefix(self, head: int, rest: list[int], sizes: list[int]) -> int | None:
+        """``access`` of the keys ``rest`` (with ``sizes``, a few, as Python lists) that follow an intact prefix
+        whose first key is ``head`` (see ``access``): the bytes that missed; None (nothing done) where the
+        look-up's evictions would reach the unit's own keys."""
+        stamp = self.stamp
+        stamps = [stamp.item(key) for key in rest]
+        miss = sum(size for size, at in zip(sizes, stamps) if at < 0)
+        if miss:
+            over = self.used + miss - self.capacity
+            if over > self.used:
+                return None
+            if over > 0:
+                pos, freed = self._front_until(over, sizes[0])
+                oldest = min(stamp.item(head), *(self.fill if at < 0 else at for at in stamps))
+                if freed < over or oldest < pos:
+                    return None
+                self._drop_front(pos, freed)
+            self.used += miss
+            for key, size, at in zip(rest, sizes, stamps):
+                if at < 0:
+                    self.size[key] = size
+        if self.fill + len(rest) > self.log.size:
+            self._compact(len(rest))
+        log, fill = self.log, self.fill
+        for key in rest:
+            log[fill] = key
+            stamp[key] = fill
+            fill += 1
+        self.fill = fill
+        return miss
 
     def _front_until(self, over: int, key_bytes: int) -> tuple[int, int]:
         """(place, bytes): the fewest least recently used keys, those before the place, that hold ``over``
@@ -109,6 +151,7 @@ class L2Cache:
         them up, those are the resident bytes from the key to the most recently used, plus the unit's bytes
         looked up before it; afterwards the L2 holds the most recent keys that fit, the unit's last. Look-ups
         in another order go one key at a time."""
+        self.intact = False
         resident = stamps >= 0
         if np.any(np.diff(stamps[resident]) <= 0):
             return self._one_by_one(keys.tolist(), sizes.tolist())
@@ -128,6 +171,7 @@ class L2Cache:
         return hit
 
     def _one_by_one(self, keys: list[int], sizes: list[int]) -> int:
+        self.intact = False
         hit = 0
         for key, size in zip(keys, sizes):
             if self.stamp[key] >= 0:
@@ -178,6 +222,8 @@ class UnitMemory:
         self.kinds = launch.kind.tolist()
         self.totals = [(float(k.kv_bytes.sum()) + k.q_bytes + k.o_bytes) for k in launch.kinds]
         self.kv_bytes = [(k.kv_bytes, int(k.kv_bytes.sum())) for k in launch.kinds]
+        self.last = (-1, -1)  # (kind, first key) of the last look-up
+        self.prefixes: dict[tuple[int, int], tuple[list[int], list[int]] | None] = {}  # (kind, next kind) -> ``_after``
 
     def on_start(self, u: int) -> tuple[float, float, float]:
         """(HBM, L2 port, L2 hit) bytes of unit ``u``: from or to HBM, through the L2 port (everything), K/V
@@ -188,5 +234,25 @@ class UnitMemory:
         total = self.totals[kind]
         if self.cache is None:
             return total, 0.0, 0.0
-        hits = float(self.cache.access(self.tiles[kind] + self.first_key[u], *self.kv_bytes[kind]))
+        first = self.first_key[u]
+        last, self.last = self.last, (kind, first)
+        sizes, kv = self.kv_bytes[kind]
+        missed = None
+        if last[1] == first and self.cache.intact:
+            after = self._after(last[0], kind)
+            if after is not None:
+                missed = self.cache.after_prefix(self.tiles[kind].item(0) + first, [key + first for key in after[0]],
+                                                 after[1])
+        hits = float(kv - missed if missed is not None else self.cache.access(self.tiles[kind] + first, sizes, kv))
         return total - hits, total, hits
+
+    def _after(self, before: int, kind: int) -> tuple[list[int], list[int]] | None:
+        """(keys less their head's first key, sizes) of kind ``kind`` after those of kind ``before``, where its keys
+        start with all of ``before``'s in order and a few follow (at most ``_SCAN``); else None."""
+        key = (before, kind)
+        if key not in self.prefixes:
+            a, b = self.tiles[before], self.tiles[kind]
+            n = a.size
+            self.prefixes[key] = (b[n:].tolist(), self.kv_bytes[kind][0][n:].tolist()) \
+                if n <= b.size <= n + _SCAN and np.array_equal(a, b[:n]) else None
+        return self.prefixes[key]
