@@ -248,11 +248,11 @@ class UnitMemory:
 
     def _after(self, before: int, kind: int) -> tuple[list[int], list[int]] | None:
         """(keys less their head's first key, sizes) of kind ``kind`` after those of kind ``before``, where its keys
-        start with all of ``before``'s in order and a few follow (at most ``_SCAN``); else None."""
+        start with all of ``before``'s (at least one) in order and a few follow (at most ``_SCAN``); else None."""
         key = (before, kind)
         if key not in self.prefixes:
             a, b = self.tiles[before], self.tiles[kind]
             n = a.size
             self.prefixes[key] = (b[n:].tolist(), self.kv_bytes[kind][0][n:].tolist()) \
-                if n <= b.size <= n + _SCAN and np.array_equal(a, b[:n]) else None
+                if 0 < n <= b.size <= n + _SCAN and np.array_equal(a, b[:n]) else None
         return self.prefixes[key]
