@@ -43,7 +43,7 @@ def doc(scatter_folder: Path):
 
     buf = io.StringIO()
     with redirect_stdout(buf):
-        status = main(["validate", "--rows", "1", "--json", "--jobs", "2", "--out", str(scatter_folder)])
+        status = main(["validate", "--rows", "1", "--json", "--jobs", "2", "--out", str(scatter_folder), "--no-cache"])
     assert status == 0
     return json.loads(buf.getvalue())
 
@@ -308,3 +308,40 @@ def test_the_blind_rows_are_reported_apart_in_both_tiers(doc):
     assert got["bias_spec"] == pytest.approx(-0.2) and got["fit_rows"] == 0
     assert "blind rows (validation/blind_*" in format_report(doc) and set(doc["blind"]) == set(got)
     assert all(r.blind == r.table.startswith("blind_") for r in load_rows()) and any(r.blind for r in load_rows())
+
+
+def test_the_run_store_gives_back_the_runs_it_kept_and_reads_no_broken_entry(monkeypatch):
+    import vfasim.runner.api as api
+    from vfasim.io.refcache import run_store
+    from vfasim.validate import predict_tiers
+
+    rows = [r for r in load_rows() if modelled(r) and r.chip == "H100-SXM5-80GB" and r.seq_len <= 512
+            and not r.decode][:3]
+    assert len(rows) == 3
+    made = predict_tiers(rows, [{}], cache=True)[0]
+    assert made == predict_tiers(rows, [{}])[0]  # the store changes no figure
+    kept = sorted(run_store().folder.glob("*.npy"))
+    assert kept
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a run was made, not read from the store")
+
+    monkeypatch.setattr(api, "run", no_run)
+    assert predict_tiers(rows, [{}], cache=True)[0] == made  # every run read back
+    with pytest.raises(AssertionError, match="not read from the store"):
+        predict_tiers(rows, [{}], cache=False)
+    kept[0].write_bytes(b"not an entry")  # a broken entry counts as absent: its run is made again
+    with pytest.raises(AssertionError, match="not read from the store"):
+        predict_tiers(rows, [{}], cache=True)
+
+
+def test_validate_without_the_cache_keeps_no_run():
+    from vfasim.cli import build_parser
+    from vfasim.io.refcache import run_store
+    from vfasim.validate import predict_tiers
+
+    assert build_parser().parse_args(["validate", "--no-cache"]).cache is False
+    assert build_parser().parse_args(["validate"]).cache is True
+    rows = [r for r in load_rows() if modelled(r) and r.chip == "H100-SXM5-80GB" and r.seq_len <= 512][:2]
+    predict_tiers(rows, [{}], cache=False)
+    assert not run_store().folder.exists()

@@ -104,6 +104,9 @@ def _add_validate(sub: argparse._SubParsersAction[_Parser]) -> None:
                    help="predict the table kernels this description claims (its measured_as) with it instead of "
                         "the shipped one; repeatable")
     p.add_argument("--jobs", type=int, default=None, help="processes (default: CPU count)")
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="neither read nor keep runs in the run store (the cache folder's runs/, named by the "
+                        "config, kernel, inputs and the model's source); by default a run made before is read")
 
 
 def _validate(args: argparse.Namespace) -> str:
@@ -135,7 +138,7 @@ def _validate(args: argparse.Namespace) -> str:
         return "\n".join(f"# {f.chip} ({f.rows} fit rows, MAPE {100 * f.mape_fit:.1f}%"
                          f"{', at bound: ' + ', '.join(f.at_bound) if f.at_bound else ''})\n{f.yaml()}"
                          for f in fitted)
-    v = run_validation(args.rows, jobs, kernels)
+    v = run_validation(args.rows, jobs, kernels, args.cache)
     doc = to_doc(v, FIT_SEQ_LENS)
     paths = write_scatter(v.groups, Path(args.out)) if args.out else []
     if args.json:

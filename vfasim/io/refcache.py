@@ -57,6 +57,17 @@ def code_version() -> str:
     return h.hexdigest()
 
 
+@functools.cache
+def model_version() -> str:
+    """What a chip run's figures depend on besides their inputs (the config and kernel, by digest): vfasim, NumPy
+    and every source file of the package."""
+    h = hashlib.sha256(f"vfasim {__version__} numpy {np.__version__}".encode())
+    root = Path(__file__).parents[1]
+    for source in sorted(root.rglob("*.py")):
+        h.update(str(source.relative_to(root)).encode() + source.read_bytes())
+    return h.hexdigest()
+
+
 def entry_name(*parts: object) -> str:
     """The name of the entry ``parts`` (plain values whose ``repr`` says all that decides it) stand for."""
     return hashlib.sha256(repr((code_version(), *parts)).encode()).hexdigest()
@@ -88,7 +99,9 @@ class ReferenceCache:
             return None
         return bits.view(dtype)
 
-    def put(self, name: str, value: np.ndarray) -> None:
+    def put(self, name: str, value: np.ndarray, prune: bool = True) -> None:
+        """Keep ``value`` under ``name``; ``prune``: then bring the folder within its bound (a writer of many small
+        entries prunes once, after the last)."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = new_temporary(self.folder / (name + SUFFIX))
@@ -98,7 +111,8 @@ class ReferenceCache:
                 os.replace(tmp, self.folder / (name + SUFFIX))
             finally:
                 Path(tmp).unlink(missing_ok=True)
-            self.prune()
+            if prune:
+                self.prune()
         except OSError:
             return  # a cache that cannot be written is only slower
 
@@ -123,10 +137,23 @@ def reference_cache(enabled: bool = True) -> ReferenceCache | None:
     """The cache runs use (None when disabled)."""
     if not enabled:
         return None
+    return ReferenceCache(cache_folder(), _limit())
+
+
+def run_store(enabled: bool = True) -> ReferenceCache | None:
+    """Where ``vfasim validate`` keeps the chip runs it made (a ``runs`` folder in the cache folder, bounded as
+    the references are): a run's figures, named by its config's and kernel's digests, its inputs and
+    ``model_version``; None when disabled."""
+    if not enabled:
+        return None
+    return ReferenceCache(cache_folder() / "runs", _limit())
+
+
+def _limit() -> int:
     limit = os.environ.get("VFASIM_CACHE_MAX_BYTES") or str(MAX_BYTES)
     if not limit.isdigit():
         raise VfasimError(f"VFASIM_CACHE_MAX_BYTES must be a whole number of bytes, got {limit!r}")
-    return ReferenceCache(cache_folder(), int(limit))
+    return int(limit)
 
 
 def _bits(dtype: np.dtype) -> np.dtype:

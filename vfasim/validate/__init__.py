@@ -241,11 +241,40 @@ def launch(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None
                                   kv_heads=row.kv_heads, batch=row.batch, decode=row.decode,
                                   queries=row.seq_len_q if row.decode else 1, matmul_format=FORMATS[row.dtype],
                                   workload=data)
-    res = cached(("validate run", hw.digest(), k.digest(), algo, *sorted(inputs.items())),
-                 lambda: run(hw, algo, kernel=k, numerics_heads=0, **inputs))
-    chip = res.chip
-    return Launch(res.latency_cycles, int(chip["prepass_cycles"]), hw.clock_ghz, str(chip["bound"]),
-                  {name: float(v) for name, v in chip["utilization"].items()}, int(chip["waves"]), k.name)
+    key = ("validate run", hw.digest(), k.digest(), algo, *sorted(inputs.items()))
+
+    def made() -> Launch:
+        res = run(hw, algo, kernel=k, numerics_heads=0, **inputs)
+        chip = res.chip
+        return Launch(res.latency_cycles, int(chip["prepass_cycles"]), hw.clock_ghz, str(chip["bound"]),
+                      {name: float(v) for name, v in chip["utilization"].items()}, int(chip["waves"]), k.name)
+
+    return cached(key, lambda: _stored(key, made))
+
+
+_STORE: list[Any] = [None]  # the run store of this process's predictions (``predict_tiers``' cache): None: none
+
+
+def _stored(key: tuple, made: Any) -> Launch:
+    """``made()``, or the same run's figures kept in the run store by an earlier process (``io.refcache.run_store``:
+    named by ``key``, which holds the config's and kernel's digests and every input, and by the model's source)."""
+    import json
+
+    from vfasim.io.refcache import entry_name, model_version
+
+    store = _STORE[0]
+    if store is None:
+        return made()
+    name = entry_name(model_version(), *key)
+    found = store.get(name, np.dtype(np.uint8))
+    if found is not None:
+        try:
+            return Launch(**json.loads(found.tobytes()))
+        except (ValueError, TypeError):  # an entry that cannot be read counts as absent
+            pass
+    value = made()
+    store.put(name, np.frombuffer(json.dumps(value.__dict__).encode(), np.uint8), prune=False)
+    return value
 
 
 def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None) -> Prediction:
@@ -270,13 +299,16 @@ def predict_all(rows: list[Row], configs: dict[str, HardwareConfig] | None = Non
 
 
 def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs: int = 1,
-                  kernels: tuple[Kernel, ...] = ()) -> list[list[Prediction]]:
+                  kernels: tuple[Kernel, ...] = (), cache: bool = False) -> list[list[Prediction]]:
     """``predict_all`` on each tier's configs, in one pass.
 
     Rows that can share a trace (``_shared_trace``: everything but batch and heads the same; for an algorithm
     whose trace is the data's, chip and clock may differ too) make one task, which predicts them on every tier inside one
     ``reuse`` scope: their traces, unit layouts, unit timings and identical runs are made once
-    (``tests/test_validate.py`` checks the predictions against runs without a scope)."""
+    (``tests/test_validate.py`` checks the predictions against runs without a scope). ``cache``: runs are also read
+    from and kept in the run store (``io.refcache.run_store``), so a later call reuses them."""
+    from vfasim.io.refcache import run_store
+
     from vfasim.exec import compute  # the local pool: workers ignore Ctrl-C and end with their parent
 
     chips = {chip_name(r) for r in rows}
@@ -286,13 +318,16 @@ def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs:
         groups.setdefault(_shared_trace(r, kernels), []).append(i)
     members = sorted(groups.values(), key=lambda idx: -sum(_units(rows[i]) + 256 for i in idx))  # longest first
     tasks = [([rows[i] for i in idx], [kernel_for(rows[i].kernel, kernels) for i in idx],
-              [[tier[chip_name(rows[i])] for i in idx] for tier in configs]) for idx in members]
+              [[tier[chip_name(rows[i])] for i in idx] for tier in configs], cache) for idx in members]
     out: list[list[Prediction | None]] = [[None] * len(rows) for _ in tiers]
     for g, predictions in compute(_predict_group, tasks, [f"vfasim-rows-{g}" for g in range(len(tasks))], "local",
                                   max(jobs, 1), None):
         for tier, preds in zip(out, predictions):
             for i, p in zip(members[g], preds):
                 tier[i] = p
+    store = run_store(cache)
+    if store is not None:
+        store.prune()  # once, after every task's writes
     return [[p for p in tier if p is not None] for tier in out]
 
 
@@ -315,11 +350,18 @@ def _units(row: Row) -> int:
     return row.batch * row.heads * -(-row.seq_len_q // 128)
 
 
-def _predict_group(rows: list[Row], kernels: list[Kernel | None], configs: list[list[HardwareConfig]]) \
-        -> list[list[Prediction]]:
-    """One task of ``predict_tiers``: its rows on each tier's configs (one a row), in one ``reuse`` scope."""
-    with reuse():
-        return [[predict(r, c, k) for r, k, c in zip(rows, kernels, tier)] for tier in configs]
+def _predict_group(rows: list[Row], kernels: list[Kernel | None], configs: list[list[HardwareConfig]],
+                   cache: bool = False) -> list[list[Prediction]]:
+    """One task of ``predict_tiers``: its rows on each tier's configs (one a row), in one ``reuse`` scope (and with
+    the run store, where ``cache``)."""
+    from vfasim.io.refcache import run_store
+
+    _STORE[0] = run_store(cache)
+    try:
+        with reuse():
+            return [[predict(r, c, k) for r, k, c in zip(rows, kernels, tier)] for tier in configs]
+    finally:
+        _STORE[0] = None
 
 
 def subset(rows: list[Row], per_group: int | None) -> list[Row]:

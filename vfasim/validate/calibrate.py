@@ -215,8 +215,10 @@ class Validation:
     compared: dict[tuple[str, str, str, str], tuple[int, int]]  # row_group -> (rows compared, modelled rows)
 
 
-def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[Kernel, ...] = ()) -> Validation:
-    """Every modelled row of the shipped tables (or ``per_group`` rows of each group) through the model."""
+def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[Kernel, ...] = (),
+                   cache: bool = False) -> Validation:
+    """Every modelled row of the shipped tables (or ``per_group`` rows of each group) through the model; ``cache``:
+    reusing the runs an earlier validation kept in the run store, and keeping its own (``predict_tiers``)."""
     from vfasim.validate import load_rows, modelled, row_group, subset, why_not
 
     everything = load_rows()
@@ -228,7 +230,7 @@ def run_validation(per_group: int | None = None, jobs: int = 1, kernels: tuple[K
             key = (r.chip, r.kernel, why_not(r))
             skipped[key] = skipped.get(key, 0) + 1
     preds, spec = predict_tiers(mine, [{}, {c: spec_only(load_hw(c)) for c in {chip_name(r) for r in mine}}], jobs,
-                                kernels)
+                                kernels, cache)
     tuning = {}
     for chip in sorted({chip_name(r) for r in mine}):
         cfg = load_hw(chip).chip
