@@ -7,7 +7,8 @@ the launch's geometry. With ``representative`` the trace holds the first
 unit's ops depend only on its query block and whether its head is the first of
 its group — that head's units also carry the ops done once per K/V head (VFA's
 key summaries), the group's other heads are all alike — and every (batch,
-head) maps onto one of those traced heads.
+head) maps onto one of those traced heads. An algorithm with no such op (FA2)
+traces one head: all of a group's heads are alike.
 Otherwise the trace holds all batch × heads rows, or, for a launch too large to trace whole
 (``sampled_kv_heads``), the representative heads of a sample of K/V heads, each drawn on its own
 data: the launch's K/V heads take them in turn (their units are the sample's units; their bytes
@@ -97,6 +98,7 @@ class Geometry:
     splits: int = 0  # K/V splits the kernel's own rule picked (0: the chip model picks, as the kernel's rule says)
     rows: int = 0  # valid query rows per (batch, unit head): packed heads × queries in decode (0: unknown)
     sampled_kv_heads: int = 0  # a data-dependent trace of this many K/V heads' representative heads (0: every head)
+    traced_heads: int = 2  # with ``representative``: the heads the trace holds (``representative_heads``)
 
 
 @dataclass(frozen=True)
@@ -372,7 +374,7 @@ def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     grid = np.meshgrid(np.arange(geo.batch), np.arange(geo.heads), np.arange(q_units), indexing="ij")
     b, h, q = grid[0].ravel(), grid[1].ravel(), grid[2].ravel() * streams
     group = geo.heads // geo.kv_heads
-    trace_head = np.minimum(h % group, 1) if geo.representative else b * geo.heads + h
+    trace_head = np.minimum(h % group, geo.traced_heads - 1) if geo.representative else b * geo.heads + h
     if geo.sampled_kv_heads:  # the sampled K/V heads in turn, each holding its first head and one other
         r = representative_heads(group)
         trace_head = (b * geo.kv_heads + h // group) % geo.sampled_kv_heads * r + np.minimum(h % group, r - 1)
@@ -381,10 +383,11 @@ def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return rows, b * geo.kv_heads + h // group, np.stack([b, h, q, np.zeros_like(q)], axis=1)
 
 
-def representative_heads(group: int) -> int:
+def representative_heads(group: int, per_kv_head: bool = True) -> int:
     """Heads a representative trace holds for a K/V-head group of ``group`` query heads: its first, and one
-    other head standing for the rest (see the module notes)."""
-    return min(group, 2)
+    other head standing for the rest (see the module notes); one where the algorithm does nothing once per K/V
+    head (``per_kv_head`` false: no key summaries), since then every head of the group is alike."""
+    return min(group, 2) if per_kv_head else 1
 
 
 def _ports(chip: ChipSpec, clock_ghz: float) -> Ports:
