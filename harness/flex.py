@@ -80,6 +80,17 @@ def blind_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, 
     return out
 
 
+def decode_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]:
+    """A one-query decode sweep as (batch, heads, kv_heads, seq_len_q, seq_len, head_dim, causal), head dim 128,
+    8,192 keys, 8 K/V heads: the GQA group (1-8 query heads a K/V head) at batch 1 and 2, and the batch (1-16) at
+    groups of 1, 4 and 5, so the programs (batch x K/V heads) and the group vary apart."""
+    groups = (1, 4, 5) if quick else (1, 2, 3, 4, 5, 6, 8)
+    batches = (1, 2) if quick else (1, 2, 4, 8, 16)
+    cases = [(b, g * 8, 8, 1, 8192, 128, False) for b in (1, 2) for g in groups]
+    cases += [(b, g * 8, 8, 1, 8192, 128, False) for g in (1, 4, 5) for b in batches]
+    return list(dict.fromkeys(cases))
+
+
 def units_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]:
     """The units sweeps of ``harness.run --phases units,units_decode`` as (batch, heads, kv_heads, seq_len_q, seq_len,
     head_dim, causal): 1,056 query blocks of 128 rows (prefill) and 528 one-query heads (decode) at a growing K/V
@@ -102,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="instead of the grid, the units sweeps (harness/attention.py units_grid and "
                          "units_decode_grid: a fixed number of query blocks, growing K/V) into units.csv and "
                          "units_decode.csv, non-causal, no mask")
-    ap.add_argument("--grid", choices=("main", "blind"), default="main",
-                    help="main: the campaign grid; blind: shapes no campaign but the blind ones holds (blind_grid)")
+    ap.add_argument("--grid", choices=("main", "blind", "decode"), default="main",
+                    help="main: the campaign grid; blind: shapes no campaign but the blind ones holds (blind_grid); "
+                         "decode: a one-query decode sweep over the GQA group and the batch (decode_grid)")
+    ap.add_argument("--once", action="store_true",
+                    help="call each case once after its check, untimed (a run to profile under Nsight Compute)")
     a = ap.parse_args(argv)
     if a.units and a.grid != "main":
         ap.error("--units runs the sweeps in place of a grid: give it without --grid")
@@ -170,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             about[name] = f"the {name} sweep: {about['attention']}"
         cases = units_grid(a.quick)
     else:
-        cases = blind_grid(a.quick) if a.grid == "blind" else grid(a.quick)
+        cases = {"main": grid, "blind": blind_grid, "decode": decode_grid}[a.grid](a.quick)
     sidecars(False)
     log(f"{chip}: {len(cases)} cases x {len(dtypes)} formats; torch {torch.__version__}")
     try:
@@ -202,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
                                           "tol": TOL[dt], "passed": err <= TOL[dt], "compile_s": round(compile_s, 2)})
                     if err > TOL[dt]:
                         raise RuntimeError(f"output differs from SDPA's: relative L2 error {err:.2e}")
+                    if a.once:
+                        compiled(q, k, v, **kw)
+                        torch.cuda.synchronize()
+                        log(f"case {i} b{b} h{h}/{hk} q{sq} k{sk} d{d} {dt}: called once")
+                        continue
                     t = timer.time(lambda: compiled(q, k, v, **kw))
                 except Exception as e:  # noqa: BLE001 (a refused shape is recorded, the run goes on)
                     tables["skipped"].add({"table": table, "kernel": KERNEL, **row, "mode": mode,

@@ -466,3 +466,21 @@ def test_the_l2share_campaigns_say_what_their_readmes_say(campaign, hbm):
     # a fill does not take the L2's port from the reads: a group of 8 reads and fills more than the all-hit run reads
     assert rate["l2share_528cta_g8_delivered_gbps"] + rate["l2share_528cta_g8_distinct_gbps"] > \
         rate["l2share_528cta_g528_delivered_gbps"]
+
+
+def test_the_flex_decode_sweep_launches_the_main_template_where_the_group_is_not_a_power_of_two():
+    folder = ROOT / "validation" / "flex_decode_h100_2026_11"
+    code = "import json, sys\nfrom harness.flex import decode_grid\nassert 'torch' not in sys.modules\n" \
+           "print(json.dumps(decode_grid()))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    cases = [tuple(c) for c in json.loads(done.stdout)]
+    assert R.check_table_file(folder / "attention.csv", R.ATTENTION) == len(cases) == 23
+    with (folder / "checks.csv").open(newline="") as f:
+        assert all(r["passed"] == "true" for r in csv.DictReader(f))
+    with (folder / "profile.csv").open(newline="") as f:
+        kernels: dict[tuple[int, int], int] = {}
+        for r in csv.DictReader(f):
+            key = (int(r["batch"]), int(r["heads"]) // int(r["kv_heads"]))
+            kernels[key] = kernels.get(key, 0) + 1
+    # the decoding path: two set-up kernels, the template and two reductions; the fallback: no reductions
+    assert {g: n for (b, g), n in kernels.items() if b == 1} == {1: 5, 2: 5, 3: 3, 4: 5, 5: 3, 6: 3, 8: 5}

@@ -362,3 +362,17 @@ def test_a_warp_grid_must_hold_the_tiles_warps_and_needs_operand_reads():
     doc["operands_from_shared"] = False
     with pytest.raises(ValueError, match="they need operands_from_shared"):
         Kernel.model_validate(doc)
+
+
+def test_flex_decodes_a_gqa_group_that_is_not_a_power_of_two_on_its_main_kernel():
+    # _use_flex_decoding takes the split path only where Hq // Hkv is a power of two: 40/8 heads run the main
+    # template, a query head a tile, unsplit and without the decoding path's two reduction launches
+    flex = load_kernel("flex")
+    assert flex.decode is not None and flex.decode.gqa_groups == "power_of_two"
+    assert [flex.decode.runs(1, g) for g in (1, 2, 3, 4, 5, 6, 8)] == [True, True, False, True, False, False, True]
+    args = dict(kernel="flex", seq_len=8192, head_dim=128, batch=2, kv_heads=8, decode=True, queries=1,
+                causal=False, numerics_heads=0)
+    packed, fallback = (vfasim.run("H100-SXM", "fa2", heads=h, **args).chip for h in (32, 40))
+    assert packed["units"] == 2 * 8 and fallback["units"] == 2 * 40  # a K/V head's group a tile; a query head a tile
+    assert fallback["splits"] == 1
+    assert load_kernel("fa2").decode.runs(1, 5)  # any group, where the description says nothing

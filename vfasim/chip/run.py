@@ -99,6 +99,7 @@ class Geometry:
     rows: int = 0  # valid query rows per (batch, unit head): packed heads × queries in decode (0: unknown)
     sampled_kv_heads: int = 0  # a data-dependent trace of this many K/V heads' representative heads (0: every head)
     traced_heads: int = 2  # with ``representative``: the heads the trace holds (``representative_heads``)
+    main_path: bool = False  # a decode step the kernel's main (prefill) kernel runs (``DecodeRule.runs``)
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     timer = UnitTimer(trace, timing, launch.kinds, digest)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
-    launches = (1 if combine is None else 2) + kernel.side_launch_count(geo.causal, geo.decode)
+    launches = (1 if combine is None else 2) + kernel.side_launch_count(geo.causal, geo.decode and not geo.main_path)
     first = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else 0
     end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
         + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first

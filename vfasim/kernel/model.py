@@ -168,7 +168,7 @@ class SideLaunch(_Strict):
     the source's own, each costing the chip's ``launch_overhead_us``."""
 
     when: Literal["always", "unmasked", "decode"] = Field(description="always; unmasked: calls without a causal "
-                                                          "mask; decode: decode steps")
+                                                          "mask; decode: decode steps the split-KV path runs")
     count: int = Field(strict=True, gt=0, le=64, description="Kernels launched")
     source: str = Field(min_length=1)
 
@@ -189,6 +189,10 @@ class DecodeRule(_Strict):
                                        "their K/V once")
     max_queries: int | None = Field(default=None, gt=0, description="The split-KV path runs only for decode steps of "
                                     "at most this many queries; more run the main kernel, unsplit; absent: any")
+    gqa_groups: Literal["any", "power_of_two"] = Field(
+        default="any", description="power_of_two: the split-KV path runs only where the query heads of a K/V head "
+                                   "number a power of two; other groups run the main kernel, unsplit, a query head "
+                                   "a tile; any: every group")
     combine_reads: Literal["per_split", "parallel"] = Field(
         default="per_split", description="per_split: a combine CTA reads the splits' partials one dependent round "
                                          "trip each (FA2's loop over splits); parallel: all at once, one round trip")
@@ -205,6 +209,12 @@ class DecodeRule(_Strict):
             raise ValueError("one_split_tiles: main needs a wave_efficiency split_kv rule (the only rule that can "
                              "leave a decode launch at one split)")
         return self
+
+    def runs(self, queries: int, group: int) -> bool:
+        """Whether a decode step of ``queries`` queries, ``group`` query heads a K/V head, takes this path (else the
+        kernel's main path, unsplit)."""
+        return (self.max_queries is None or queries <= self.max_queries) \
+            and (self.gqa_groups == "any" or group & (group - 1) == 0)
 
     def combine_block(self, head_dim: int) -> int:
         return next((c.rows for c in self.combine_rows

@@ -71,11 +71,12 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
                           "block) by the one-core run; give a config without a chip section")
     precision = engine_precision(config)
     n_q = queries if decode else seq_len
-    packs = decode and queries == 1 and k.decode is not None and k.decode.pack_gqa
+    main_path = decode and k.decode is not None and not k.decode.runs(queries, heads // kv_heads)
+    packs = decode and queries == 1 and k.decode is not None and k.decode.pack_gqa and not main_path
     group = heads // kv_heads if packs else 1  # query heads packed into one tile
     splits, split_tiles = kernel_splits(k, config, head_dim, causal, decode, batch * heads // group,
                                         group if packs else n_q, seq_len,
-                                        inputs.block_q is None and inputs.block_k is None, n_q)
+                                        inputs.block_q is None and inputs.block_k is None, main_path)
     rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, split_tiles, inputs.block_q, inputs.block_k)
     tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
     t = Tiling(*tiling_args, heads, kv_heads)
@@ -95,7 +96,7 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
         trace = _q_with_every_key_block(trace)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative, seq_len, splits, rows, sample,
-                   representative_heads(heads // group // kv_heads, policy.minit))
+                   representative_heads(heads // group // kv_heads, policy.minit), main_path)
     tile = dataclasses.replace(tu, block_q=block_q, head_dim=compute_dim)  # whole rows, valid or not; padded columns
     res = simulate_chip(trace, config, k, rule, geo, _shape(tile, precision), dispatch, inputs.schedule,
                         samples=inputs.trace_out is not None)
@@ -147,17 +148,17 @@ def _check_size(config: HardwareConfig, policy: Policy, batch: int, unit_heads: 
 
 
 def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: bool, decode: bool,
-                  batch_heads: int, rows: int, kv_len: int, own_tiles: bool, queries: int) -> tuple[int, bool]:
+                  batch_heads: int, rows: int, kv_len: int, own_tiles: bool, main_path: bool) -> tuple[int, bool]:
     """(splits, split tiles): the splits of the K/V its own rule picks (0: the chip model picks them, as
     ``fill_slots`` or ``none`` say) and whether the launch runs the kernel's split-KV (decode) tiles.
 
     A ``wave_efficiency`` rule decides on the kernel's own tiles (not on blocks a user gave) and, where the rule
-    says so, in prefill too; a launch of one split runs the tiles ``one_split_tiles`` names. A decode step of more
-    queries than the path's ``max_queries`` runs the main kernel, unsplit.
+    says so, in prefill too; a launch of one split runs the tiles ``one_split_tiles`` names. A decode step the
+    split path does not take (``main_path``: ``DecodeRule.runs`` says no, for more queries than its ``max_queries``
+    or a GQA group its ``gqa_groups`` refuses) runs the main kernel, unsplit.
     """
     rule = kernel.decode.split_kv if kernel.decode is not None else "none"
-    limit = kernel.decode.max_queries if kernel.decode is not None else None
-    if decode and limit is not None and queries > limit and own_tiles:
+    if decode and main_path and own_tiles:
         return 1, False  # the kernel's main path: its prefill tiles, one split
     if not isinstance(rule, WaveSplit) or not own_tiles or not (decode or rule.prefill) or config.chip is None:
         return 0, decode
