@@ -1,14 +1,13 @@
 """A whole launch on a chip: occupancy, work units, their compute times, shared memory, totals.
 
 ``simulate_chip`` takes a trace whose rows are (head, query block) units and
-the launch's geometry. With ``representative`` the trace holds the first
-``representative_heads(group)`` heads of one K/V-head group of one batch element
-(one K/V head): valid when the trace does not depend on the data, since then a
-unit's ops depend only on its query block and whether its head is the first of
-its group — that head's units also carry the ops done once per K/V head (VFA's
-key summaries), the group's other heads are all alike — and every (batch,
-head) maps onto one of those traced heads. An algorithm with no such op (FA2)
-traces one head: all of a group's heads are alike.
+the launch's geometry. With ``representative`` the trace holds the first head
+of one K/V-head group of one batch element: valid when the trace does not
+depend on the data, since then a unit's ops depend only on its query block and
+whether its head is the first of its group. That head's units also carry the
+ops done once per K/V head (VFA's key summaries); the group's other heads run
+the same units less those ops (``units.build_launch``: rows past the trace's
+own), which is what tracing them would give (a test compares the two).
 Otherwise the trace holds all batch × heads rows, or, for a launch too large to trace whole
 (``sampled_kv_heads``), the representative heads of a sample of K/V heads, each drawn on its own
 data: the launch's K/V heads take them in turn (their units are the sample's units; their bytes
@@ -98,7 +97,7 @@ class Geometry:
     splits: int = 0  # K/V splits the kernel's own rule picked (0: the chip model picks, as the kernel's rule says)
     rows: int = 0  # valid query rows per (batch, unit head): packed heads × queries in decode (0: unknown)
     sampled_kv_heads: int = 0  # a data-dependent trace of this many K/V heads' representative heads (0: every head)
-    traced_heads: int = 2  # with ``representative``: the heads the trace holds (``representative_heads``)
+    per_kv_head_ops: bool = True  # with ``representative``: the traced head carries ops done once per K/V head
     main_path: bool = False  # a decode step the kernel's main (prefill) kernel runs (``DecodeRule.runs``)
 
 
@@ -199,8 +198,9 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     splits = min(geo.splits, geo.n_kblocks) or split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
     plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.overhead(rule.cta_cycles))
     digest = trace.digest() if reusing() else ""  # the trace's identity in the keys of what is reused (``reuse``)
+    strip = geo.n_qblocks if geo.representative and geo.per_kv_head_ops else None
     launch = cached(("launch", digest, geo, group, splits, kernel.pad_streams),
-                    lambda: build_launch(trace, rows, kv_key, label, splits, kernel.pad_streams))
+                    lambda: build_launch(trace, rows, kv_key, label, splits, kernel.pad_streams, strip))
     busy = busy_by_pipeline(trace, priced, unit_weights(trace, launch), len(core.pipelines))
     del priced  # a few bytes an op, not kept through the event loop
     warps = rule.warps or kernel.warps
@@ -375,7 +375,9 @@ def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     grid = np.meshgrid(np.arange(geo.batch), np.arange(geo.heads), np.arange(q_units), indexing="ij")
     b, h, q = grid[0].ravel(), grid[1].ravel(), grid[2].ravel() * streams
     group = geo.heads // geo.kv_heads
-    trace_head = np.minimum(h % group, geo.traced_heads - 1) if geo.representative else b * geo.heads + h
+    trace_head = b * geo.heads + h
+    if geo.representative:  # one traced head; the group's other heads run its units less its once-per-K/V-head ops
+        trace_head = np.where((h % group > 0) & geo.per_kv_head_ops, 1, 0)  # 1: the rows past the trace's own
     if geo.sampled_kv_heads:  # the sampled K/V heads in turn, each holding its first head and one other
         r = representative_heads(group)
         trace_head = (b * geo.kv_heads + h // group) % geo.sampled_kv_heads * r + np.minimum(h % group, r - 1)
@@ -384,11 +386,10 @@ def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return rows, b * geo.kv_heads + h // group, np.stack([b, h, q, np.zeros_like(q)], axis=1)
 
 
-def representative_heads(group: int, per_kv_head: bool = True) -> int:
-    """Heads a representative trace holds for a K/V-head group of ``group`` query heads: its first, and one
-    other head standing for the rest (see the module notes); one where the algorithm does nothing once per K/V
-    head (``per_kv_head`` false: no key summaries), since then every head of the group is alike."""
-    return min(group, 2) if per_kv_head else 1
+def representative_heads(group: int) -> int:
+    """Heads a data-dependent trace samples of a K/V-head group of ``group`` query heads: its first, and one other
+    head standing for the rest (see the module notes)."""
+    return min(group, 2)
 
 
 def _ports(chip: ChipSpec, clock_ghz: float) -> Ports:

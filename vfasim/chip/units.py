@@ -67,13 +67,22 @@ def split_count(decode: bool, units: int, slots: int, kblocks: int) -> int:
 
 
 def build_launch(trace: Trace, rows: np.ndarray, kv_key: np.ndarray, label: np.ndarray, splits: int,
-                 pad: bool = False) -> Launch:
+                 pad: bool = False, strip_from: int | None = None) -> Launch:
     """Units for ``rows`` [U, g] of ``trace`` (trace rows of each unit's streams, -1 = none), times splits.
 
     ``pad``: a stream with no rows computes on padding (``Kernel.pad_streams``): it runs its unit's first
-    stream's ops, loading and storing nothing of its own. Units with equal ops are deduplicated into kinds.
+    stream's ops, loading and storing nothing of its own. ``strip_from``: a row r at or past it is row
+    r - ``strip_from`` less its ops done once per K/V head (``PER_KV_HEAD``: another head of a traced head's group).
+    Units with equal ops are deduplicated into kinds.
     """
     bounds = np.searchsorted(trace.row, np.arange(int(trace.row.max()) + 2))
+
+    def ops_of(r: int, j: int) -> np.ndarray:
+        if strip_from is None or r < strip_from:
+            return _split_ops(trace, bounds[r], bounds[r + 1], j, splits)
+        ops = _split_ops(trace, bounds[r - strip_from], bounds[r - strip_from + 1], j, splits)
+        return ops[~np.isin(trace.kind[ops], PER_KV_HEAD)]
+
     kinds: list[UnitKind] = []
     index: dict[tuple, list[int]] = {}  # a cheap digest of a unit's ops -> the kinds that have it
     cache: dict[tuple, int] = {}
@@ -81,7 +90,7 @@ def build_launch(trace: Trace, rows: np.ndarray, kv_key: np.ndarray, label: np.n
     for u, group in enumerate(np.repeat(rows, splits, axis=0).tolist()):
         key = (*group, u % splits)
         if key not in cache:
-            parts = tuple(_split_ops(trace, bounds[r], bounds[r + 1], u % splits, splits) for r in group if r >= 0)
+            parts = tuple(ops_of(r, u % splits) for r in group if r >= 0)
             real = len(parts)
             if pad:
                 parts += (parts[0],) * (len(group) - real)
@@ -204,6 +213,8 @@ def interleaved(trace: Trace, streams: tuple[np.ndarray, ...], copies: int) -> T
 
 
 LONG_TILES = 16  # units with more key tiles per stream than this are extrapolated
+#: op kinds a K/V-head group's first head does for the whole group (VFA's key summaries): the others do not
+PER_KV_HEAD = np.array([KIND_CODE["key_summary"]])
 SHORT_TILES = (8, 12)  # tiles kept in the two short simulations that measure the period
 
 

@@ -2,8 +2,8 @@
 
 Timing: an algorithm whose trace does not depend on the data (``fa2``, ``vfa``
 and their ablations) is timed from ``trace_only`` — no Q, K or V, no arithmetic —
-on the first heads of one K/V-head group (``chip.run.representative_heads``: the
-group's first head, and one head for the others; FA2's one head), which stand for every (batch, head). Other algorithms run
+on the first head of one K/V-head group, which stands for every (batch, head): the group's other heads run its
+units less the ops it does once for the group (VFA's key summaries; ``chip.run``'s notes). Other algorithms run
 the functional engine's QK side on all batch × heads heads (``engine_trace``), as their trace needs the data;
 a launch of more than ``TRACED_TILES`` tiles, on the representative heads of a sample of its K/V heads
 (``sampled_kv_heads``, ``chip.run``'s notes), each K/V head drawn on its own.
@@ -95,8 +95,7 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
     if k.q_reread:
         trace = _q_with_every_key_block(trace)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
-                   _flops(t) * batch, representative, seq_len, splits, rows, sample,
-                   representative_heads(heads // group // kv_heads, policy.minit), main_path)
+                   _flops(t) * batch, representative, seq_len, splits, rows, sample, policy.minit, main_path)
     tile = dataclasses.replace(tu, block_q=block_q, head_dim=compute_dim)  # whole rows, valid or not; padded columns
     res = simulate_chip(trace, config, k, rule, geo, _shape(tile, precision), dispatch, inputs.schedule,
                         samples=inputs.trace_out is not None)
@@ -226,8 +225,7 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
     group = heads // kv_heads
     rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
     if data_independent(policy):
-        padded = Tiling(rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:],
-                        representative_heads(group, policy.minit), 1)
+        padded = Tiling(rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:], 1, 1)
         trace = cached(("representative trace", padded, policy, repr(precision), decode, o_in_place),
                        lambda: trace_only(padded, policy, precision, decode=decode, o_in_place=o_in_place))
         return _predicated(trace, tiling_args[0], rows), True
