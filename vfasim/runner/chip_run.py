@@ -353,7 +353,7 @@ def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, po
 
 def _scope(geo: Geometry) -> str:
     if geo.representative:
-        return "representative heads of one K/V-head group (data-independent trace)"
+        return "the first head of one K/V-head group, standing for every head (data-independent trace)"
     if geo.sampled_kv_heads:
         return (f"representative heads of {geo.sampled_kv_heads} of the {geo.batch * geo.kv_heads} K/V heads, each on "
                 f"its own data (the launch is over {TRACED_TILES} tiles; the other K/V heads' units reuse them)")
