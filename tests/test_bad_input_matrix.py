@@ -132,6 +132,8 @@ CASES: dict[str, Case] = {
                          names=("kernel_dup.yaml", "duplicate key 'warps'")),
     "kernel-warps-bool": cli("hw YAML configs", "kernel", "show", "kernel_bool.yaml",
                              names=("kernel_bool.yaml", "score_buffers")),
+    "kernel-flag-string": cli("hw YAML configs", "kernel", "show", "kernel_flagstr.yaml",
+                              names=("kernel_flagstr.yaml", "pad_streams")),
     "sweep-set-clockbool": cli("hw YAML configs", *SWEEP, "--set", "clock_ghz=true", names=("clock_ghz",)),
     # Q/K/V files: headers read first
     "qkv-huge-header-npy": cli("Q/K/V files", "run", "--hw", "C16V32", "--block-q", "64", "--block-k", "64",
@@ -192,6 +194,7 @@ def make_files(root: Path) -> None:
         "cores_huge.yaml": "base: H100-SXM\nname: bad\nchip:\n  cores: 100000000\n",
         "kernel_dup.yaml": _kernel_text().replace("\nwarps: 4  #", "\nwarps: 4\nwarps: 8  #", 1),
         "kernel_bool.yaml": _kernel_text().replace("score_buffers: 1", "score_buffers: true", 1),
+        "kernel_flagstr.yaml": _kernel_text() + "pad_streams: 'yes'\n",  # a flag given as text, not true/false
         "a_file": "not a folder\n",
     }
     for name, text in texts.items():
