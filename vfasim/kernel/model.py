@@ -78,11 +78,11 @@ class TileRule(_Strict):
         default_factory=dict, description="Op kind -> cycles from such an op's start on this tile until its result may "
         "be read, measured with the op alone (e.g. a row reduction across warps through shared memory and "
         "barriers); replaces the chip config's result_latency for that kind; absent: the config's")
-    program_order: bool = Field(strict=True, default=False, description="The tile's ops run in program order within its stream "
+    program_order: bool = Field(default=False, description="The tile's ops run in program order within its stream "
                                 "(its warps meet at every row reduction's barriers and issue its copies themselves, "
                                 "so no op runs ahead of the one before it): its tensor, vector, exp and memory ops take "
                                 "turns within the stream, each after the previous one's result; a copy's turn is its "
-                                "time on the memory pipe, its data then streams at the core's rates")
+                                "time on the memory pipe, its data then streams at the core's rates", strict=True)
     loop_pipelined: bool | None = Field(default=None, description="Whether the key loop is software-pipelined with "
                                         "this tile (e.g. Triton's num_stages 1 compiles a loop that is not); absent: "
                                         "the kernel's loop_pipelined")
@@ -138,7 +138,7 @@ class WaveSplit(_Strict):
     no_split_fill: float = Field(strict=True, gt=0, le=1, description="No split once the launch fills this fraction of slots")
     efficiency_ratio: float = Field(strict=True, gt=0, le=1)
     max_splits: int = Field(strict=True, gt=0, le=4096)
-    prefill: bool = Field(strict=True, description="The rule also splits prefill launches (not only decode)")
+    prefill: bool = Field(description="The rule also splits prefill launches (not only decode)", strict=True)
     source: str = Field(min_length=1)
 
     def splits(self, batch_heads: int, rows: int, cores: int, kblocks: int) -> int:
@@ -185,8 +185,8 @@ class DecodeRule(_Strict):
     one_split_tiles: Literal["decode", "main"] = Field(
         default="decode", description="The tiles a decode launch runs with when it makes one split: decode (this "
                                       "table) or main (the kernel's prefill tiles: its source runs its main kernel)")
-    pack_gqa: bool = Field(strict=True, description="One query token: the query heads of a GQA group share one tile and read "
-                                       "their K/V once")
+    pack_gqa: bool = Field(description="One query token: the query heads of a GQA group share one tile and read "
+                                       "their K/V once", strict=True)
     max_queries: int | None = Field(default=None, gt=0, description="The split-KV path runs only for decode steps of "
                                     "at most this many queries; more run the main kernel, unsplit; absent: any")
     gqa_groups: Literal["any", "power_of_two"] = Field(
@@ -246,10 +246,10 @@ class Kernel(_Strict):
     stream_rows: int | None = Field(strict=True, default=None, gt=0, le=MAX_TILE,
                                     description="Query rows one tile stream computes (a consumer warp group); "
                                                 "absent: the whole CTA tile is one stream")
-    pad_streams: bool = Field(strict=True, default=False, description="Every stream of a CTA computes, a stream past the last query "
+    pad_streams: bool = Field(default=False, description="Every stream of a CTA computes, a stream past the last query "
                               "row on padding (each consumer warp group issues its MMAs whatever the query length; the "
                               "epilogue drops the rows): a head's last CTA costs all its streams; false: a stream with "
-                              "no rows is not run, and a head of one query block runs as one stream")
+                              "no rows is not run, and a head of one query block runs as one stream", strict=True)
     ctas_per_core: int | None = Field(strict=True, default=None, gt=0, description="CTAs a core runs at once by the source's "
                                       "launch bounds; absent: as many as fit")
     producer_threads: int = Field(strict=True, default=0, ge=0, description="Threads of a CTA that only move data (FA3's "
@@ -261,47 +261,48 @@ class Kernel(_Strict):
         strict=True, default=None, gt=0, le=1, description="Where the chip's exp pipeline shares the FP32 issue stream: "
         "the share of each exp's cycles the kernel's exps hold it (its instruction schedule interleaves them with its "
         "FP32 work); absent: the chip's issue_share")
-    exp_beside_mma: bool = Field(strict=True, default=True, description="A core's exps may run beside its matmuls (one stream's "
+    exp_beside_mma: bool = Field(default=True, description="A core's exps may run beside its matmuls (one stream's "
                                  "softmax overlapping another's MMAs); false: the kernel's warp groups, and the CTAs "
                                  "sharing a core, reach the softmax in phase (no ping-pong schedule), so its exps and "
-                                 "matmuls take turns on the core")
+                                 "matmuls take turns on the core", strict=True)
     kv_stages: int = Field(strict=True, gt=0, le=8, description="K/V pipeline stages")
-    kv_ring: bool = Field(strict=True, default=False, description="K and V tiles share one ring of kv_stages buffers (each "
-                          "stage holds a K or a V tile); false: each stage holds a K and a V tile")
+    kv_ring: bool = Field(default=False, description="K and V tiles share one ring of kv_stages buffers (each "
+                          "stage holds a K or a V tile); false: each stage holds a K and a V tile", strict=True)
     mma: Literal["per_stream", "shared"] = Field(
         description="per_stream: each stream's warps issue their own mma.sync on a 1/k share of the tensor pipes; "
                     "shared: asynchronous warp-group MMAs (wgmma, tcgen05, cube) that take the whole pipe in turn")
-    operands_from_shared: bool = Field(strict=True, description="Each warp reads its matmul operands from shared memory "
-                                       "(mma.sync), paid at the core's shared_read_bytes_per_cycle")
+    operands_from_shared: bool = Field(description="Each warp reads its matmul operands from shared memory "
+                                       "(mma.sync), paid at the core's shared_read_bytes_per_cycle", strict=True)
     q_in: Literal["shared", "registers"] = Field(description="Where Q lives for the key loop")
-    q_reread: bool = Field(strict=True, default=False, description="The Q tile is read again from memory with every key block "
+    q_reread: bool = Field(default=False, description="The Q tile is read again from memory with every key block "
                            "(the first matmul's mainloop streams Q's chunks beside K's), not once per CTA: each K load "
-                           "also moves the CTA's Q bytes")
+                           "also moves the CTA's Q bytes", strict=True)
     p_in: Literal["registers", "shared"] = Field(default="registers", description="Where the PV matmul reads P "
                                                   "from: registers (the score fragment converted in place) or shared "
                                                   "memory (written there after the softmax; each warp then reads its "
                                                   "rows of P as it reads V, with operands_from_shared)")
-    p_aliases_scores: bool = Field(strict=True, description="P is written over its score tile's registers (no separate P tile)")
+    p_aliases_scores: bool = Field(description="P is written over its score tile's registers (no separate P tile)",
+                                   strict=True)
     exp_emulation: float = Field(strict=True, default=0.0, ge=0, lt=1, description="Fraction of exps computed by polynomial on "
                                  "the vector ALUs")
     rescale_threshold_log2: float | None = Field(
         strict=True, default=None, ge=0, description="Rescale O only when the max grows by more than this (log2 units); absent: "
                                         "always")
-    v_before_skip_test: bool = Field(strict=True, default=False, description="A skipping algorithm's block test (BLASST, VSA) "
+    v_before_skip_test: bool = Field(default=False, description="A skipping algorithm's block test (BLASST, VSA) "
                                      "comes after the block's V load in the source, so a skipped block still reads "
-                                     "its V; false: only a kept block loads V, after the test")
+                                     "its V; false: only a kept block loads V, after the test", strict=True)
     fused_ops: list[str] = Field(
         default_factory=list, description="Op kinds the kernel's source folds into a neighbouring instruction, priced "
         "at nothing (e.g. scale: the score scale riding in the FFMA of the max subtraction, exp2(s * scale - m))")
-    loop_pipelined: bool = Field(strict=True,
+    loop_pipelined: bool = Field(
         default=True, description="The key loop is software-pipelined: a key block's K and V loads are issued while "
         "earlier blocks compute; false: each block's loads are issued in the iteration that uses them (its matmuls run "
-        "their own mainloops), priced as a skipping loop that is not pipelined is (skip_loop_pipelined)")
-    skip_loop_pipelined: bool = Field(strict=True,
+        "their own mainloops), priced as a skipping loop that is not pipelined is (skip_loop_pipelined)", strict=True)
+    skip_loop_pipelined: bool = Field(
         default=True, description="The key loop stays software-pipelined when it carries a skipping algorithm's block "
         "test; false: the compiled loop runs in program order (each stream's ops one after another, its K/V loads in "
         "the iteration that uses them, each waiting out the L2 latency and moving its bytes at the core's share of "
-        "the L2 bandwidth)")
+        "the L2 bandwidth)", strict=True)
     minit: Literal["prepass", "inline"] = Field(
         description="Where VFA's key summaries are made: prepass - a separate launch reads K once and writes them, "
                     "the attention kernel reads them in its prologue; inline - the tile stream that first needs a K/V "
