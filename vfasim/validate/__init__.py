@@ -307,9 +307,8 @@ def predict_tiers(rows: list[Row], tiers: list[dict[str, HardwareConfig]], jobs:
     ``reuse`` scope: their traces, unit layouts, unit timings and identical runs are made once
     (``tests/test_validate.py`` checks the predictions against runs without a scope). ``cache``: runs are also read
     from and kept in the run store (``io.refcache.run_store``), so a later call reuses them."""
-    from vfasim.io.refcache import run_store
-
     from vfasim.exec import compute  # the local pool: workers ignore Ctrl-C and end with their parent
+    from vfasim.io.refcache import run_store
 
     chips = {chip_name(r) for r in rows}
     configs = [{c: tier.get(c) or load_hw(c) for c in chips} for tier in tiers]
