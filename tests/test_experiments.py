@@ -189,3 +189,15 @@ def test_gpu_and_model_numerics_on_the_same_inputs(tmp_path):
     for r in rows:  # the same function in the same formats: outputs agree to an fp16 ulp or two
         assert r["max_ulp_gpu_vs_model"] <= 2 and r["bit_identical_fraction"] > 0.99
         assert r["gpu_rel_err"] < 1e-2 and r["model_fp16_out_rel_err"] < 1e-2
+
+
+def test_the_blind_study_runs_every_blind_campaigns_rows_on_both_tiers(tmp_path):
+    study = _script("real_chips", "blind")
+    first = study.blind_rows(1)
+    assert {r.table.split("/")[0] for r in first} == {"blind_h100_2026_11", "blind_h200_2026_11",
+                                                      "blind_flex_h100_2026_11"}
+    out = study.main(["--max-rows", "1", "--out", str(tmp_path)])
+    lines = [r for r in out if r["kernel"] not in ("all", "")]
+    assert sum(r["rows"] for r in lines) == len(first) == out[-1]["rows"]  # every row once, and in the total
+    assert all(r["tier2_mape"] >= abs(r["tier2_mean_error"]) and r["tier1_mape"] > 0 for r in out)
+    assert (tmp_path / "blind.md").read_text().startswith("| campaign | kernel | mode | dtype | rows |")
