@@ -51,19 +51,21 @@ def cache_folder() -> Path:
 @functools.cache
 def code_version() -> str:
     """What the references' bits depend on besides their inputs: vfasim, NumPy and the engine's source."""
-    h = hashlib.sha256(f"vfasim {__version__} numpy {np.__version__}".encode())
-    for source in sorted((Path(__file__).parents[1] / "functional").glob("*.py")):
-        h.update(source.name.encode() + source.read_bytes())
-    return h.hexdigest()
+    return _sources_digest(Path(__file__).parents[1] / "functional", "*.py")
 
 
 @functools.cache
 def model_version() -> str:
     """What a chip run's figures depend on besides their inputs (the config and kernel, by digest): vfasim, NumPy
     and every source file of the package."""
+    return _sources_digest(Path(__file__).parents[1], "**/*.py")
+
+
+def _sources_digest(root: Path, pattern: str) -> str:
+    """SHA-256 of vfasim's and NumPy's versions and of each file under ``root`` matching ``pattern``: its path
+    there and its bytes."""
     h = hashlib.sha256(f"vfasim {__version__} numpy {np.__version__}".encode())
-    root = Path(__file__).parents[1]
-    for source in sorted(root.rglob("*.py")):
+    for source in sorted(root.glob(pattern)):
         h.update(str(source.relative_to(root)).encode() + source.read_bytes())
     return h.hexdigest()
 
