@@ -16,11 +16,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from harness.rows import summarize
+from harness.rows import MICRO, Table, chip_name, summarize, write_sidecar
 
 
 class Budget:
@@ -221,3 +222,22 @@ def provenance(argv: list[str], timing_note: dict, extra: dict | None = None) ->
         "timing": timing_note,
         **(extra or {}),
     }
+
+
+def micro_table(out: str, argv: list[str], log, note: dict, extra: dict, about: str) -> tuple[Table, Callable]:
+    """``micro.csv`` (schema ``MICRO``) in ``out``, and the function that writes its sidecar (``sidecar(finished)``:
+    ``provenance`` with ``extra``, the GPU's chip name and the log's command, ``about``, the rows so far and the
+    seconds since the log began); logs the device line first."""
+    dev = torch.cuda.get_device_name(0)
+    base = provenance(argv, note, {**extra, "chip": chip_name(dev)})
+    base["command"] = log.command
+    log(f"device {dev}, {base['sm_count']} SMs; driver {base['driver']}, cuda {base['cuda']}, torch {base['torch']}, "
+        f"triton {base['triton']}")
+    table = Table(os.path.join(out, "micro.csv"), MICRO)
+
+    def sidecar(finished: bool) -> None:
+        table.flush()
+        write_sidecar(table.path, {"table": "micro.csv", **base, "finished": finished, "rows": len(table.rows),
+                                   "elapsed_s": round(log.elapsed(), 1), "about": about})
+
+    return table, sidecar

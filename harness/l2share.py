@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv[1:])
     if a.region_mib < 1:
         ap.error("--region-mib must be at least 1")
-    from harness.bench import ClockSampler, provenance
-    from harness.rows import MICRO, CampaignLog, Table, chip_name, write_sidecar
+    from harness.bench import ClockSampler, micro_table
+    from harness.rows import CampaignLog
 
     log = CampaignLog(a.out, "harness.l2share", argv)
     if not torch.cuda.is_available():
@@ -116,26 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     x = torch.empty(most * region // 2, device="cuda", dtype=torch.float16).normal_()
     note = {"method": "CUDA events around each launch (harness.bench.Timer), the L2 flushed before each cold launch",
             "launches_per_case": 20, "statistic": "median kernel time; spread = (p90 - p10) / median * 100",
-            "grid": f"{2 * sms}, {4 * sms} and {8 * sms} programs of {WARPS} warps; groups {', '.join(map(str, GROUPS))} "
-                    "and all programs in one; two warm controls",
+            "grid": f"{2 * sms}, {4 * sms} and {8 * sms} programs of {WARPS} warps; groups "
+                    f"{', '.join(map(str, GROUPS))} and all programs in one; two warm controls",
             "inputs": f"one fp16 buffer of {most} regions of {a.region_mib} MiB, standard normal; the warm controls "
                       f"read its first {WARM_MIB} MiB"}
-    dev = torch.cuda.get_device_name(0)
-    base = provenance(argv, note, {"quick": a.quick, "chip": chip_name(dev)})
-    base["command"] = log.command
-    log(f"device {dev}, {sms} SMs; driver {base['driver']}, cuda {base['cuda']}, torch {base['torch']}, "
-        f"triton {base['triton']}")
-    table = Table(os.path.join(a.out, "micro.csv"), MICRO)
-    about = {"about": "cold: two rows per (programs, group), the bytes the programs read per second and the bytes "
-                      "read from HBM (at least once) per second; group = programs is the all-hit control. warm: "
-                      "the bytes read per second from a warm L2, each program at its own place (spread) or all on "
-                      "the same tile (lockstep)"}
-
-    def sidecar(finished: bool) -> None:
-        table.flush()
-        write_sidecar(table.path, {"table": "micro.csv", **base, "finished": finished, "rows": len(table.rows),
-                                   "elapsed_s": round(log.elapsed(), 1), **about})
-
+    table, sidecar = micro_table(a.out, argv, log, note, {"quick": a.quick},
+                                 "cold: two rows per (programs, group), the bytes the programs read per second and "
+                                 "the bytes read from HBM (at least once) per second; group = programs is the "
+                                 "all-hit control. warm: the bytes read per second from a warm L2, each program at "
+                                 "its own place (spread) or all on the same tile (lockstep)")
     sidecar(False)
     for mode, programs, group in todo:
         us, spread, reps, nbytes = measure(x, mode, programs, group, region)

@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     reps = a.reps or (2 if a.quick else 3)
     if steps < 2 or reps < 1:
         ap.error("--steps must be at least 2 and --reps at least 1")
-    from harness.bench import ClockSampler, provenance
-    from harness.rows import MICRO, CampaignLog, Table, chip_name, write_sidecar
+    from harness.bench import ClockSampler, micro_table
+    from harness.rows import CampaignLog
 
     log = CampaignLog(a.out, "harness.tileload", argv)
     if not torch.cuda.is_available():
@@ -127,21 +127,10 @@ def main(argv: list[str] | None = None) -> int:
             "grid": f"1, {sms} and {2 * sms} programs of {WARPS} warps",
             "inputs": f"K and V buffers of {BUFFER_BYTES >> 20} MiB each (random integers, fp16 or int8), read once "
                       "before the timed launches (warm L2)"}
-    dev = torch.cuda.get_device_name(0)
-    base = provenance(argv, note, {"quick": a.quick, "chip": chip_name(dev)})
-    base["command"] = log.command
-    log(f"device {dev}, {sms} SMs; driver {base['driver']}, cuda {base['cuda']}, torch {base['torch']}, "
-        f"triton {base['triton']}")
-    table = Table(os.path.join(a.out, "micro.csv"), MICRO)
-    about = {"about": "one row per (level, tile, programs): value = median SM cycles per iteration of a loop that is "
-                      "not pipelined and loads a K and a V tile of [BN, D] elements of B bytes; l1 rows are the "
-                      "control (one block, .ca) to subtract"}
-
-    def sidecar(finished: bool) -> None:
-        table.flush()
-        write_sidecar(table.path, {"table": "micro.csv", **base, "finished": finished, "rows": len(table.rows),
-                                   "elapsed_s": round(log.elapsed(), 1), **about})
-
+    table, sidecar = micro_table(a.out, argv, log, note, {"quick": a.quick},
+                                 "one row per (level, tile, programs): value = median SM cycles per iteration of a "
+                                 "loop that is not pipelined and loads a K and a V tile of [BN, D] elements of B "
+                                 "bytes; l1 rows are the control (one block, .ca) to subtract")
     sidecar(False)
     for bn, d, nbytes, level in cases(a.quick):
         for programs in (1, sms, 2 * sms):
