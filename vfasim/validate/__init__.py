@@ -26,9 +26,10 @@ Rules (printed with every report):
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.registry import variant
 from vfasim.kernel import Kernel, kernels_measured_as, kernels_predicted_only, load_kernel
 from vfasim.reuse import cached, reuse
+
+if TYPE_CHECKING:
+    from vfasim.io.refcache import ReferenceCache
 
 #: table chip name -> built-in config
 CHIPS = {"H100-SXM5-80GB": "H100-SXM", "H100": "H100-SXM", "H200": "H200", "B200": "B200",
@@ -218,7 +222,8 @@ def run_key(row: Row) -> tuple:
             row.seq_len_q, row.batch, row.heads, row.kv_heads, row.decode, row.clock_mhz)
 
 
-def launch(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None) -> Launch:
+def launch(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None,
+           store: ReferenceCache | None = None) -> Launch:
     """The chip model's run of a row's kernel (timing only), on ``config`` or the row's built-in chip, as ``kernel``
     or the shipped kernel that claims the row. Tiles, dispatch and decode path are the kernel's own; an algorithm
     whose trace depends on the data runs on ``MEASURED_INPUTS``. Inside a ``reuse`` scope a run is made once per
@@ -249,22 +254,16 @@ def launch(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None
         return Launch(res.latency_cycles, int(chip["prepass_cycles"]), hw.clock_ghz, str(chip["bound"]),
                       {name: float(v) for name, v in chip["utilization"].items()}, int(chip["waves"]), k.name)
 
-    return cached(key, lambda: _stored(key, made))
+    return cached(key, lambda: made() if store is None else _stored(store, key, made))
 
 
-_STORE: list[Any] = [None]  # the run store of this process's predictions (``predict_tiers``' cache): None: none
-
-
-def _stored(key: tuple, made: Any) -> Launch:
-    """``made()``, or the same run's figures kept in the run store by an earlier process (``io.refcache.run_store``:
-    named by ``key``, which holds the config's and kernel's digests and every input, and by the model's source)."""
+def _stored(store: ReferenceCache, key: tuple, made: Callable[[], Launch]) -> Launch:
+    """``made()``, or the same run's figures kept in ``store`` (``io.refcache.run_store``) by an earlier process: named
+    by ``key``, which holds the config's and kernel's digests and every input, and by the model's source."""
     import json
 
     from vfasim.io.refcache import entry_name, model_version
 
-    store = _STORE[0]
-    if store is None:
-        return made()
     name = entry_name(model_version(), *key)
     found = store.get(name, np.dtype(np.uint8))
     if found is not None:
@@ -277,9 +276,10 @@ def _stored(key: tuple, made: Any) -> Launch:
     return value
 
 
-def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None) -> Prediction:
-    """The model's figure for one row, from its run (``launch``)."""
-    res = launch(row, config, kernel)
+def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None = None,
+            store: ReferenceCache | None = None) -> Prediction:
+    """The model's figure for one row, from its run (``launch``; ``store``: the run store it reads and keeps runs in)."""
+    res = launch(row, config, kernel, store)
     part = ROW_RUNS.get(row.kernel, ("fa2", "all"))[1]
     cycles = {"all": res.latency_cycles, "main": res.latency_cycles - res.prepass_cycles,
               "prepass": res.prepass_cycles}[part]
@@ -355,12 +355,9 @@ def _predict_group(rows: list[Row], kernels: list[Kernel | None], configs: list[
     the run store, where ``cache``)."""
     from vfasim.io.refcache import run_store
 
-    _STORE[0] = run_store(cache)
-    try:
-        with reuse():
-            return [[predict(r, c, k) for r, k, c in zip(rows, kernels, tier)] for tier in configs]
-    finally:
-        _STORE[0] = None
+    store = run_store(cache)
+    with reuse():
+        return [[predict(r, c, k, store) for r, k, c in zip(rows, kernels, tier)] for tier in configs]
 
 
 def subset(rows: list[Row], per_group: int | None) -> list[Row]:
