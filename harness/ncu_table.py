@@ -26,7 +26,7 @@ METRICS = {"duration_ns": "gpu__time_duration.sum", "gpc_clock_hz": "gpc__cycles
 STALLS = ("barrier", "long_scoreboard", "gmma", "wait", "short_scoreboard", "math_pipe_throttle", "mio_throttle",
           "lg_throttle", "not_selected", "selected", "branch_resolving", "dispatch_stall", "no_instruction")
 MANIFEST = ("case", "mode", "dtype", "head_dim", "causal", "batch", "heads", "seq_len", "launch")
-OPTIONAL = ("seq_len_q",)
+OPTIONAL = ("seq_len_q", "kv_heads")
 
 
 def rows(raw: str, manifest: str, kernel: str, extra: tuple[str, ...] = ()) -> list[dict[str, str]]:

@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default="", help="tile configs 'D=BM,BN,warps,stages;...' (default: built-in)")
     ap.add_argument("--manifest", default="", help="CSV of the launches in order")
     ap.add_argument("--sdpa", default="", help="instead of the Triton cases, PyTorch SDPA calls: "
-                    "'backend:dtype:D:causal:batch:heads:kv_heads:seq_q:seq_k,...' with backend sdpa_flash or sdpa_cudnn")
+                    "'backend:dtype:D:causal:batch:heads:kv_heads:seq_q:seq_k,...' with backend sdpa_flash or sdpa_cudnn "
+                    "(the manifest names their launches' kernel 'sdpa': filter ncu to one backend's CUDA kernel)")
     ap.add_argument("--krepr", default="", help="instead of the attention cases, krepr_kernel alone on the same "
                     "shapes: 'D:dtype:block_n,...' (e.g. '128:fp16:64,64:fp8_e4m3:64')")
     ap.add_argument("--cases", default="", help="instead of the default Triton cases, 'mode:dtype:D,...' (mode fa2, "
@@ -64,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
             d, b, h, hkv, nq, nk, causal = int(d), int(b), int(h), int(hkv), int(nq), int(nk), causal == "1"
             q, k, v = Inputs(Case(b, h, hkv, nq, nk, d, causal, "probe"), 3000 + i).get(dtype)
             fn = sdpa_call(be, q, k, v, causal)  # runs once: the compile/warm launch(es)
-            launches.append((i, be, dtype, d, causal, b, h, nk, f"q{nq}kv{hkv}", "compile", nq))
+            launches.append((i, be, dtype, d, causal, b, h, nk, "sdpa", "compile", nq, hkv))
             fn()
-            launches.append((i, be, dtype, d, causal, b, h, nk, f"q{nq}kv{hkv}", "profiled", nq))
+            launches.append((i, be, dtype, d, causal, b, h, nk, "sdpa", "profiled", nq, hkv))
             torch.cuda.synchronize()
             print(f"sdpa {i}: {spec}", file=sys.stderr, flush=True)
     if a.krepr:
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             q, k, v = Inputs(Case(4, 2048 // d, 2048 // d, 4096, 4096, d, False, "probe"), 2000 + i).get(dtype)
             for rep in ("compile", "profiled"):
                 kernels.krepr(k, bn)
-                launches.append((i, f"krepr{bn}", dtype, d, False, 4, 2048 // d, 4096, "krepr_kernel", rep, 4096))
+                launches.append((i, f"krepr{bn}", dtype, d, False, 4, 2048 // d, 4096, "krepr_kernel", rep, 4096,
+                                 2048 // d))
             torch.cuda.synchronize()
             print(f"krepr {i}: {dtype} d{d} block_n {bn}", file=sys.stderr, flush=True)
     for i, (mode, dtype, d, causal, b, h, n, *chain) in enumerate(() if a.krepr or a.sdpa else cases):
@@ -86,20 +88,20 @@ def main(argv: list[str] | None = None) -> int:
         kr = None
         if mode in ("vfa", "vsa"):
             kr = kernels.krepr(k, cfg[1])
-            launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", "compile", nq))
+            launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", "compile", nq, hkv))
         for rep in ("compile", "profiled"):
             if mode in ("vfa", "vsa"):
                 kernels.krepr(k, cfg[1], out=kr)
-                launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", rep, nq))
+                launches.append((i, mode, dtype, d, causal, b, h, n, "krepr_kernel", rep, nq, hkv))
             kernels.attention(q, k, v, causal, mode, kr=kr)
-            launches.append((i, mode, dtype, d, causal, b, h, n, "attn_fwd", rep, nq))
+            launches.append((i, mode, dtype, d, causal, b, h, n, "attn_fwd", rep, nq, hkv))
         torch.cuda.synchronize()
         print(f"case {i}: {mode} {dtype} d{d} b{b} h{h}/{hkv} q{nq} n{n} blocks {cfg}", file=sys.stderr, flush=True)
     if a.manifest:
         with open(a.manifest, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["case", "mode", "dtype", "head_dim", "causal", "batch", "heads", "seq_len", "kernel", "launch",
-                        "seq_len_q"])
+                        "seq_len_q", "kv_heads"])
             w.writerows(launches)
     return 0
 

@@ -485,3 +485,24 @@ def test_the_flex_decode_sweep_launches_the_main_template_where_the_group_is_not
             kernels[key] = kernels.get(key, 0) + 1
     # the decoding path: two set-up kernels, the template and two reductions; the fallback: no reductions
     assert {g: n for (b, g), n in kernels.items() if b == 1} == {1: 5, 2: 5, 3: 3, 4: 5, 5: 3, 6: 3, 8: 5}
+
+
+def test_the_edges_campaign_pairs_each_length_on_a_tile_edge_with_the_next_and_names_fa2s_instantiation():
+    folder = ROOT / "validation" / "edges_h100_2026_11"
+    code = "import json, sys\nfrom harness.edges import grid\nassert 'torch' not in sys.modules\n" \
+           "print(json.dumps([grid(), grid(quick=True)]))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    full, quick = ([tuple(c) for c in g] for g in json.loads(done.stdout))
+    assert len(quick) < len(full) and set(quick) <= set(full)
+    lengths = {c[4] for c in full}
+    assert {256, 257, 1024, 1025} <= lengths  # a whole number of 128-row tiles and one token more
+    assert R.check_table_file(folder / "attention.csv", R.ATTENTION) == len(full) == 260
+    with (folder / "profile.csv").open(newline="") as f:
+        flash = [r for r in csv.DictReader(f) if r["kernel"] == "sdpa_flash" and "flash_fwd_kernel" in r["cuda_kernel"]]
+    # the fifth flag of flash_fwd_kernel<traits, Is_dropout, Is_causal, Is_local, Has_alibi, Is_even_MN, ...>
+    even = {int(r["seq_len"]): r["cuda_kernel"].split("> >, ")[1].split(", ")[4] == "true" for r in flash}
+    assert {n: even[n] for n in (256, 257, 1024, 1025, 3000, 3072)} == \
+        {256: True, 257: False, 1024: True, 1025: False, 3000: False, 3072: True}
+    ncu = list(csv.DictReader((folder / "ncu" / "ncu.csv").open(newline="")))
+    stalls = {(r["causal"], r["seq_len"]): float(r["stall_no_instruction"]) for r in ncu if r["launch"] == "profiled"}
+    assert stalls[("True", "257")] > 1.5 * stalls[("True", "384")] > 10 * stalls[("False", "257")]

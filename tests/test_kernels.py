@@ -376,3 +376,40 @@ def test_flex_decodes_a_gqa_group_that_is_not_a_power_of_two_on_its_main_kernel(
     assert packed["units"] == 2 * 8 and fallback["units"] == 2 * 40  # a K/V head's group a tile; a query head a tile
     assert fallback["splits"] == 1
     assert load_kernel("fa2").decode.runs(1, 5)  # any group, where the description says nothing
+
+
+def test_fa2s_uneven_causal_code_masks_one_more_block_and_prices_its_masks_at_the_tiles_figure():
+    # flash_fwd_kernel.h: ceil_div(kBlockM, kBlockN) masked iterations a query block, one more where a length is not
+    # a whole number of tiles (Is_even_MN false), always above head dim 128. 257 and 384 tokens run the same tiles;
+    # with a causal mask the uneven launch pays its masks at the tile's uneven_mask_work; without one only the last
+    # key block's mask (past the keys) at one operation an element
+    fa2 = load_kernel("fa2")
+    rule = fa2.tile(64, "16bit", True)
+    assert rule.uneven_mask_work is not None and rule.uneven_mask_work > 1
+    assert [fa2.uneven(rule, 64, n, n) for n in (256, 257, 384)] == [False, True, False]
+    assert fa2.uneven(rule, 256, 4096, 4096) and not fa2.uneven(rule, 128, 4096, 4096)
+    assert (fa2.mask_steps(rule, False), fa2.mask_steps(rule, True)) == (1, 2)
+    assert fa2.mask_steps(fa2.tile(128, "16bit", True), True) == 3  # 128 x 64 tiles: two, and one more
+    assert load_kernel("fa3").mask_steps(rule, True) == 0  # diagonal_blocks: the blocks the diagonal crosses
+    kw = dict(kernel="fa2", head_dim=64, heads=8, batch=4, numerics_heads=0)
+    for causal in (True, False):
+        even, uneven = (vfasim.run("H100-SXM", "fa2", seq_len=n, causal=causal, **kw) for n in (384, 257))
+        assert even.chip["units"] == uneven.chip["units"]
+        assert (uneven.latency_cycles > 1.1 * even.latency_cycles) if causal else \
+            (even.latency_cycles < uneven.latency_cycles < 1.01 * even.latency_cycles)
+    plain = fa2.model_copy(update={"tiles": [t.model_copy(update={"uneven_mask_work": None}) for t in fa2.tiles]})
+    even, uneven = (vfasim.run("H100-SXM", "fa2", seq_len=n, causal=True, **{**kw, "kernel": plain})
+                    for n in (384, 257))
+    assert even.latency_cycles < uneven.latency_cycles < 1.1 * even.latency_cycles  # the extra masked block alone
+
+
+def test_uneven_figures_need_the_trailing_steps_rule():
+    fa3 = load_kernel("fa3")
+    with pytest.raises(ValueError, match="need causal_masking: trailing_steps"):
+        Kernel.model_validate({**fa3.model_dump(), "uneven_above_head_dim": 128})
+    doc = fa3.model_dump()
+    doc["tiles"][0]["uneven_mask_work"] = 10.0
+    with pytest.raises(ValueError, match="need causal_masking: trailing_steps"):
+        Kernel.model_validate(doc)
+    with pytest.raises(ValueError, match="mask_work"):
+        Kernel.model_validate({**fa3.model_dump(), "mask_work": 0.0})

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import vfasim
 from vfasim.errors import VfasimError
 from vfasim.functional import Precision, Tiling, policy_for, run_engine
 from vfasim.functional.trace_only import data_independent, trace_only
+from vfasim.trace import KIND_CODE
 from vfasim.workloads import make_workload
 
 PRECISIONS = [Precision(), Precision(matmul="float8_e4m3", vector="float16",
@@ -60,3 +62,21 @@ def test_numerics_off_times_the_same_trace(algo, causal, hw):
     timing_only = data_independent(policy_for(algo))
     assert (off.manifest["output_digest"] is None) == timing_only
     assert (off.numerics["nan_count"] is None) == timing_only and off.numerics["numerics_mode"] == "off"
+
+
+@pytest.mark.parametrize("algo", ["fa2", "vfa"])
+def test_a_kernels_trailing_mask_steps_mask_more_tiles_and_change_no_output(algo):
+    # FA2's uneven causal code masks each query block's last two visible key blocks whether the diagonal crosses
+    # them or not: the engine's trace and the trace-only builder agree, a fully visible tile masked changes nothing
+    wl = make_workload("llm-like", 300, 32, 4, 0, 2)
+    plain, steps = (Tiling(300, 300, 32, 64, 64, True, 4, 2, s) for s in (0, 2))
+    last = np.array([4, 4])  # the last query block (rows 256-299) visits key blocks 0-4; the diagonal crosses 4
+    assert plain.tile_needs_mask(last, np.array([3, 4])).tolist() == [False, True]
+    assert steps.tile_needs_mask(last, np.array([3, 4])).tolist() == [True, True]
+    a, b = (run_engine(wl.q, wl.k, wl.v, t, algo, Precision()) for t in (plain, steps))
+    assert np.array_equal(a.out, b.out)
+    masks = [int((r.trace.kind == KIND_CODE["mask"]).sum()) for r in (a, b)]
+    assert masks[1] > masks[0]
+    assert trace_only(steps, algo, Precision()).digest() == b.trace.digest()
+    with pytest.raises(VfasimError, match="mask_steps must be an integer >= 0"):
+        Tiling(300, 300, 32, 64, 64, True, 4, 2, -1)

@@ -99,6 +99,7 @@ class Geometry:
     sampled_kv_heads: int = 0  # a data-dependent trace of this many K/V heads' representative heads (0: every head)
     per_kv_head_ops: bool = True  # with ``representative``: the traced head carries ops done once per K/V head
     main_path: bool = False  # a decode step the kernel's main (prefill) kernel runs (``DecodeRule.runs``)
+    uneven: bool = False  # the launch runs the kernel's uneven code (``Kernel.uneven``)
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
                           f"measured cta_cycles, and kernel {kernel.name}'s tile (block_q {rule.block_q}, block_k "
                           f"{rule.block_k}) gives none; give the tile its cta_cycles or the chip a flat "
                           "unit_overhead_cycles")
-    core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning, kernel)
+    mask_work = kernel.causal_mask_work(rule, geo.uneven) if geo.causal else 1.0
+    core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning, kernel, mask_work)
     priced = op_cycles(trace, core)  # prices every op by its own dtype: refuses one the config has no rate for
     streams = occupancy(kernel, rule, shape, chip.core_limits)
     group = kernel.streams_per_cta(rule) if geo.n_qblocks > 1 or kernel.pad_streams else 1
@@ -253,14 +255,16 @@ def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileS
     return int(np.ceil(chip.launch_overhead_us * hw.clock_ghz * 1e3 + latency + max(compute, memory)))
 
 
-def tuned_core(hw: HardwareConfig, tuning: KernelTuning, kernel: Kernel) -> HardwareConfig:
+def tuned_core(hw: HardwareConfig, tuning: KernelTuning, kernel: Kernel, mask_work: float = 1.0) -> HardwareConfig:
     """The core as a kernel sees it: tensor pipelines at the kernel's efficiency on this chip, exps holding a shared
     issue stream for the kernel's share (``Kernel.exp_issue_share``), matmuls and exps taking turns when the kernel
     runs its softmax in phase (``Kernel.exp_beside_mma`` false), the op kinds its source folds into others at nothing
-    (``Kernel.fused_ops``)."""
+    (``Kernel.fused_ops``), its masks at ``mask_work`` operations per element (``Kernel.causal_mask_work``)."""
     update: dict = {} if kernel.exp_beside_mma else {"take_turns": ("tensor", "exp")}
     if kernel.fused_ops:
         update["op_map"] = {**hw.op_map, **dict.fromkeys(kernel.fused_ops, FUSED)}
+    if mask_work != 1.0:
+        update["work_factor"] = {**hw.work_factor, "mask": hw.work_factor.get("mask", 1.0) * mask_work}
     share, eff = kernel.exp_issue_share, tuning.tensor_efficiency
     pipes = {name: p.model_copy(update={"throughput": {d: r * eff for d, r in p.throughput.items()}})
              if p.role == "tensor" and eff != 1.0

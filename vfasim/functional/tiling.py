@@ -8,6 +8,10 @@ Assumptions:
   position (the diagonal block under a causal mask).
 - Causal masking hides keys after the query position; padded keys past the
   sequence end are always hidden. Work is counted on full (padded) tiles.
+- A tile is masked where the mask hides some entry of it, and under a causal
+  mask also where it is one of its query block's last ``mask_steps`` visible
+  key blocks (a kernel whose source runs a fixed count of masked iterations per
+  query block, FlashAttention-2's ``n_masking_steps``).
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ class Tiling:
     causal: bool
     heads: int = 1
     kv_heads: int = 1
+    mask_steps: int = 0  # causal: each query block's last mask_steps visible key blocks are masked (0: as needed)
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "kv_len", "head_dim", "block_q", "block_k", "heads", "kv_heads"):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or value < 1:
                 raise VfasimError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.mask_steps, (int, np.integer)) or self.mask_steps < 0:
+            raise VfasimError(f"mask_steps must be an integer >= 0, got {self.mask_steps!r}")
         if self.heads % self.kv_heads:
             raise VfasimError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.causal and self.seq_len > self.kv_len:
@@ -90,10 +97,13 @@ class Tiling:
         return qblock[:, None] * self.block_q + np.arange(self.block_q) < self.seq_len
 
     def tile_needs_mask(self, qblock: np.ndarray, kblock: np.ndarray) -> np.ndarray:
-        """True where some entry of tile (qblock, kblock) is hidden."""
+        """True where some entry of tile (qblock, kblock) is hidden, or (causal) it is one of its query block's last
+        ``mask_steps`` visible key blocks."""
         first_pos = qblock * self.block_q + (self.kv_len - self.seq_len)
         last_key = (kblock + 1) * self.block_k - 1
         past_end = last_key >= self.kv_len
+        if self.causal and self.mask_steps:
+            past_end = past_end | (kblock >= self.n_visible[qblock] - self.mask_steps)
         return past_end | (self.causal & (last_key > first_pos))
 
     def visible(self, qblock: np.ndarray, kblock: np.ndarray) -> np.ndarray:

@@ -94,6 +94,10 @@ class TileRule(_Strict):
         strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of this tile spends beyond the ops the "
         "model prices (its prologue and epilogue), measured; a chip's fitted kernel_tuning cta_cycles_scale scales it, "
         "a flat unit_overhead_cycles replaces it; absent: none")
+    uneven_mask_work: float | None = Field(
+        default=None, gt=0, le=1e3, allow_inf_nan=False, strict=True, description="The kernel's mask_work in a causal "
+        "launch of its uneven code with this tile (causal_masking: trailing_steps), measured against its even code; "
+        "absent: mask_work")
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
 
     @model_validator(mode="after")
@@ -310,8 +314,18 @@ class Kernel(_Strict):
     prepass_rates: list[PrepassRate] = Field(
         default_factory=list, description="With minit: prepass, the key-summary launch's instruction count and issue "
         "rate by head dim (first match wins); none matching: one vector operation per element on the vector pipes")
-    causal_masking: Literal["diagonal_blocks"] = Field(description="Which blocks a causal mask touches: only those "
-                                                       "the diagonal crosses (hidden blocks skipped)")
+    causal_masking: Literal["diagonal_blocks", "trailing_steps"] = Field(
+        description="Which key blocks run the masked iteration under a causal mask (hidden blocks are skipped): "
+                    "diagonal_blocks, those the diagonal crosses; trailing_steps, a fixed count at the end of each "
+                    "query block's visit whether the diagonal crosses them or not: ceil(block_q / block_k), one more "
+                    "where the launch is uneven (FlashAttention-2's n_masking_steps)")
+    uneven_above_head_dim: int | None = Field(
+        default=None, gt=0, description="With trailing_steps: above this head dim the kernel is compiled uneven "
+        "whatever the lengths (FlashAttention-2 instantiates Is_even_MN only up to head dim 128); absent: never",
+        strict=True)
+    mask_work: float = Field(default=1.0, gt=0, le=1e3, allow_inf_nan=False, strict=True, description=(
+        "Vector operations per score element of a causal launch's masked iteration (index arithmetic, compares and "
+        "selects, and what the masked code path costs beyond them); 1: one operation"))
     decode: DecodeRule | None = Field(default=None, description="The decode path; absent: the kernel has none")
     side_launches: list[SideLaunch] = Field(default_factory=list, description="Kernels a call launches beside the "
                                             "attention kernel (and a split's combine), by when; none: one launch")
@@ -332,6 +346,10 @@ class Kernel(_Strict):
         unknown = [k for k in self.fused_ops if k not in OP_KINDS]
         if unknown:
             raise ValueError(f"fused_ops names unknown op kind {unknown[0]!r}")
+        if self.causal_masking != "trailing_steps" and (self.uneven_above_head_dim is not None or any(
+                r.uneven_mask_work is not None for r in [*self.tiles, *(self.decode.tiles if self.decode else [])])):
+            raise ValueError("uneven_above_head_dim and a tile's uneven_mask_work describe an uneven launch: they need "
+                             "causal_masking: trailing_steps")
         if self.prepass_rates and self.minit != "prepass":
             raise ValueError("prepass_rates needs minit: prepass (no key-summary launch to price)")
         for rule in [*self.tiles, *(self.decode.tiles if self.decode else [])]:
@@ -373,6 +391,25 @@ class Kernel(_Strict):
         """Kernels a call with this mask and mode launches beside the attention kernel and its combine."""
         on = {"always": True, "unmasked": not causal, "decode": decode}
         return sum(side.count for side in self.side_launches if on[side.when])
+
+    def uneven(self, rule: TileRule, head_dim: int, seq_len_q: int, kv_len: int) -> bool:
+        """True where a launch runs the kernel's uneven code (``trailing_steps``): a length that is not a whole
+        number of its tiles, or a head dim above ``uneven_above_head_dim``."""
+        if self.causal_masking != "trailing_steps":
+            return False
+        above = self.uneven_above_head_dim is not None and head_dim > self.uneven_above_head_dim
+        return above or bool(seq_len_q % rule.block_q or kv_len % rule.block_k)
+
+    def mask_steps(self, rule: TileRule, uneven: bool) -> int:
+        """Key blocks at the end of each query block's visit that run the masked iteration under a causal mask
+        (``trailing_steps``); 0: the blocks the diagonal crosses (``diagonal_blocks``)."""
+        if self.causal_masking != "trailing_steps":
+            return 0
+        return -(-rule.block_q // rule.block_k) + int(uneven)
+
+    def causal_mask_work(self, rule: TileRule, uneven: bool) -> float:
+        """Vector operations per score element of a causal launch's masked iteration with this tile."""
+        return rule.uneven_mask_work if uneven and rule.uneven_mask_work is not None else self.mask_work
 
     def compute_head_dim(self, head_dim: int) -> int:
         """The head dim a run computes at: the next compiled one up (``head_dims``), else its own."""
