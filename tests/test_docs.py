@@ -65,6 +65,19 @@ def test_readme_links_lead_to_files_that_exist():
     assert {f"docs/{p}" for p in PAGES} <= set(links), "README's page list misses a page"
 
 
+def test_every_code_fence_a_page_opens_is_closed_before_its_next_heading():
+    # an unclosed fence renders the rest of the page as code, and the strict build does not mind
+    for page in ["../README.md", *PAGES]:
+        fence = None
+        for n, line in enumerate((DOCS / page).read_text().splitlines(), 1):
+            if line.startswith("```"):
+                fence = None if fence else n
+            elif line.startswith("#") and fence:
+                raise AssertionError(f"{page}: the fence opened on line {fence} is still open at the heading on "
+                                     f"line {n}")
+        assert fence is None, f"{page}: the fence opened on line {fence} is never closed"
+
+
 def test_no_page_names_a_machine_path():
     for page in PAGES:
         text = (DOCS / page).read_text()
