@@ -506,3 +506,25 @@ def test_the_edges_campaign_pairs_each_length_on_a_tile_edge_with_the_next_and_n
     ncu = list(csv.DictReader((folder / "ncu" / "ncu.csv").open(newline="")))
     stalls = {(r["causal"], r["seq_len"]): float(r["stall_no_instruction"]) for r in ncu if r["launch"] == "profiled"}
     assert stalls[("True", "257")] > 1.5 * stalls[("True", "384")] > 10 * stalls[("False", "257")]
+
+
+def test_ncu_table_takes_several_kernels_a_launch_and_only_the_metrics_a_run_profiled(tmp_path):
+    folder = ROOT / "validation" / "ncu_splitkv_h100_2026_11"
+    from harness import ncu_table
+
+    raw, manifest = str(folder / "ncu_raw.txt"), str(folder / "manifest.csv")
+    with pytest.raises(SystemExit, match="inst_executed.sum missing"):  # profiled without the instruction sections
+        ncu_table.rows(raw, manifest, "sdpa", per_launch=2)
+    with pytest.raises(SystemExit, match="lists 22 sdpa launches of 1 kernels but .* has 44 rows"):
+        ncu_table.rows(raw, manifest, "sdpa", present_only=True)
+    got = ncu_table.rows(raw, manifest, "sdpa", ("launch__grid_size",), per_launch=2, present_only=True)
+    assert len(got) == 44 and "inst_executed" not in got[0]
+    # an SDPA decode call: FA2's split kernel, then its combine kernel, on the same case
+    assert [("combine" in r["cuda_kernel"], r["case"]) for r in got[:4]] == \
+        [(False, "0"), (True, "0"), (False, "0"), (True, "0")]
+    assert {r["launch__grid_size"] for r in got if r["case"] == "3" and "combine" not in r["cuda_kernel"]} == {"256"}
+    out = tmp_path / "ncu.csv"
+    assert ncu_table.main(["--raw", raw, "--manifest", manifest, "--kernel", "sdpa", "--per-launch", "2",
+                           "--present-only", "--out", str(out)]) == 0
+    with out.open(newline="") as f:
+        assert [r["case"] for r in csv.DictReader(f)] == [r["case"] for r in got]
