@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default="", help="tile configs 'D=BM,BN,warps,stages;...' (default: built-in)")
     ap.add_argument("--manifest", default="", help="CSV of the launches in order")
     ap.add_argument("--sdpa", default="", help="instead of the Triton cases, PyTorch SDPA calls: "
-                    "'backend:dtype:D:causal:batch:heads:kv_heads:seq_q:seq_k,...' with backend sdpa_flash or sdpa_cudnn "
-                    "(the manifest names their launches' kernel 'sdpa': filter ncu to one backend's CUDA kernel)")
+                    "'backend:dtype:D:causal:batch:heads:kv_heads:seq_q:seq_k,...' with backend sdpa_flash or "
+                    "sdpa_cudnn (the manifest names their launches' kernel 'sdpa': filter ncu to one backend's CUDA kernel)")
     ap.add_argument("--krepr", default="", help="instead of the attention cases, krepr_kernel alone on the same "
                     "shapes: 'D:dtype:block_n,...' (e.g. '128:fp16:64,64:fp8_e4m3:64')")
     ap.add_argument("--cases", default="", help="instead of the default Triton cases, 'mode:dtype:D,...' (mode fa2, "

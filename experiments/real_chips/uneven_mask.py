@@ -34,7 +34,8 @@ def uneven_rows(calibration: bool, head_dim: int) -> list:
             continue
         if (CAMPAIGN in r.table) != calibration:
             continue
-        if kernel.uneven(rule, r.head_dim, r.seq_len_q, r.seq_len) and r.head_dim <= (kernel.uneven_above_head_dim or 0):
+        even_code = r.head_dim <= (kernel.uneven_above_head_dim or 0)  # an even and an uneven code to compare
+        if even_code and kernel.uneven(rule, r.head_dim, r.seq_len_q, r.seq_len):
             rows.append(r)
     return rows
 

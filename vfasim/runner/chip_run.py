@@ -222,8 +222,8 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
     ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads. ``pad_to`` > 0 (a
     decode tile's rows): the trace computes whole tiles of that many rows, as the MMAs and the softmax of a real
     tile do whatever rows are valid (the engine pads the queries with zero rows, which its skip test leaves out).
-    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them; ``mask_steps`` as ``Tiling`` does. Inside a ``reuse`` scope each trace is
-    made once per key: a representative trace per its tiling, policy, precision, decode and O accumulation,
+    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them; ``mask_steps`` as ``Tiling`` does.
+    Inside a ``reuse`` scope each trace is made once per key: a representative trace per its tiling, policy, precision, decode and O accumulation,
     everything ``trace_only`` reads; an engine trace per ``_engine_trace``'s arguments, everything it reads.
     """
     group = heads // kv_heads
