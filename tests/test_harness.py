@@ -497,6 +497,7 @@ def test_the_edges_campaign_pairs_each_length_on_a_tile_edge_with_the_next_and_n
     lengths = {c[4] for c in full}
     assert {256, 257, 1024, 1025} <= lengths  # a whole number of 128-row tiles and one token more
     assert R.check_table_file(folder / "attention.csv", R.ATTENTION) == len(full) == 260
+    assert R.check_table_file(ROOT / "validation" / "edges_h200_2026_11" / "attention.csv", R.ATTENTION) == 260
     with (folder / "profile.csv").open(newline="") as f:
         flash = [r for r in csv.DictReader(f) if r["kernel"] == "sdpa_flash" and "flash_fwd_kernel" in r["cuda_kernel"]]
     # the fifth flag of flash_fwd_kernel<traits, Is_dropout, Is_causal, Is_local, Has_alibi, Is_even_MN, ...>
