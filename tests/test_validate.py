@@ -13,6 +13,7 @@ from vfasim.hw import load_hw
 from vfasim.kernel import load_kernel
 from vfasim.validate import (
     FIT_SEQ_LENS,
+    HELD_OUT_CAMPAIGNS,
     HELD_OUT_KERNELS,
     UNVERIFIED_TABLES,
     kernel_for,
@@ -100,8 +101,11 @@ def test_unverified_transcriptions_and_predicted_only_kernels_are_never_fit_rows
     assert any(r.seq_len in FIT_SEQ_LENS and r.table not in UNVERIFIED_TABLES for r in other)  # held out by kernel
     late = [r for r in rows if r.kernel in HELD_OUT_KERNELS]  # measured after the tuning was fitted
     assert any(r.seq_len in FIT_SEQ_LENS for r in late) and not any(r.fit for r in late)
+    later = [r for r in rows if r.table.startswith(HELD_OUT_CAMPAIGNS)]  # campaigns measured after the fit
+    assert any(r.seq_len in FIT_SEQ_LENS for r in later) and not any(r.fit for r in later)
     assert all(r.fit == (r.seq_len in FIT_SEQ_LENS) for r in rows if r.table not in UNVERIFIED_TABLES
-               and r.kernel not in kernels_predicted_only() and r.kernel not in HELD_OUT_KERNELS)
+               and r.kernel not in kernels_predicted_only() and r.kernel not in HELD_OUT_KERNELS
+               and not r.table.startswith(HELD_OUT_CAMPAIGNS))
 
 
 def test_a_triton_vsa_row_runs_vsa_on_the_triton_kernel_on_the_harness_inputs(monkeypatch):

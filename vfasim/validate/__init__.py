@@ -71,6 +71,9 @@ MEASURED_INPUTS = "random"
 #: values (the fit minimises the MAPE of every fit row of the kernel description), and held out they report how the
 #: tuning fitted without them carries over (the triton description's tuning was fitted on FA2 and VFA rows)
 HELD_OUT_KERNELS = frozenset({"triton_vsa", "triton_vsa_attn"})
+#: campaigns measured after the shipped tuning was fitted (folders validation/<prefix>*), held out always for the same
+#: reason: the edge-length sweeps hold rows at the fit lengths
+HELD_OUT_CAMPAIGNS = ("edges_",)
 #: campaigns measured after every kernel description they check was final and left as they were after (folders
 #: validation/blind_*): validate reports their rows apart too, the one set of held-out rows no choice was made on
 BLIND_PREFIX = "blind_"
@@ -123,10 +126,10 @@ class Row:
 
     @property
     def heldout_always(self) -> bool:
-        """A transcribed table, a kernel the descriptions only predict (``predicts``) or one of ``HELD_OUT_KERNELS``:
-        never a fit row."""
+        """A transcribed table, a kernel the descriptions only predict (``predicts``), one of ``HELD_OUT_KERNELS`` or
+        a campaign of ``HELD_OUT_CAMPAIGNS``: never a fit row."""
         return self.table in UNVERIFIED_TABLES or self.kernel in kernels_predicted_only() or \
-            self.kernel in HELD_OUT_KERNELS
+            self.kernel in HELD_OUT_KERNELS or self.table.startswith(HELD_OUT_CAMPAIGNS)
 
     @property
     def blind(self) -> bool:
