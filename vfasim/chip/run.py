@@ -424,7 +424,8 @@ def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float, kernel: Ke
              samples: bool) -> LaunchTimes | None:
     """The split-KV combine launch: each CTA merges ``combine_rows`` query rows, reading the log-sum-exps of every
     split (one memory round trip), then each split's fp32 partial O in turn (one dependent round trip per split,
-    as the source's loop over splits loads then accumulates), and writes O. Partials were just written: L2."""
+    as the source's loop over splits loads then accumulates: ``combine_reads: per_split``), and writes O; with
+    ``parallel`` reads, the log-sum-exps and every partial in one round trip. Partials were just written: L2."""
     hw, splits, memory = plan.core, plan.splits, plan.chip.l2 or plan.chip.hbm
     if splits == 1 or memory is None:
         return None
@@ -433,7 +434,7 @@ def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float, kernel: Ke
     step = np.ceil(2 * rows * shape.head_dim / vec.throughput[hw.precision.vector])
     lat = memory.latency_cycles
     chain = kernel.decode is None or kernel.decode.combine_reads == "per_split"
-    cycles = vec.startup_cycles + vec.issue_overhead_cycles + splits * step + (splits if chain else 1) * lat
+    cycles = vec.startup_cycles + vec.issue_overhead_cycles + splits * step + (1 + splits if chain else 1) * lat
     partial = splits * rows * (shape.head_dim + 1) * 4.0
     out = rows * shape.head_dim * (4 if hw.precision.vector == "float32" else 2)
     valid = geo.rows or geo.n_qblocks * shape.block_q

@@ -198,8 +198,9 @@ class DecodeRule(_Strict):
                                    "number a power of two; other groups run the main kernel, unsplit, a query head "
                                    "a tile; any: every group")
     combine_reads: Literal["per_split", "parallel"] = Field(
-        default="per_split", description="per_split: a combine CTA reads the splits' partials one dependent round "
-                                         "trip each (FA2's loop over splits); parallel: all at once, one round trip")
+        default="per_split", description="per_split: a combine CTA reads the splits' log-sum-exps in one round trip, "
+                                         "then their partials one dependent round trip each (FA2's loop over splits); "
+                                         "parallel: all at once, one round trip")
     combine_rows: list[CombineRows] = Field(
         default_factory=lambda: [CombineRows(rows=4, source="assumed, because the description gives none: "
                                                           "FA2's combine figure at head dim 128")],
