@@ -207,7 +207,7 @@ def test_fa2s_uneven_mask_figure_is_the_least_error_of_its_neighbours_on_its_cal
     study = _script("real_chips", "uneven_mask")
     from vfasim.kernel import load_kernel
     shipped = load_kernel("fa2").tile(64, "16bit", True).uneven_mask_work
-    assert len(study.uneven_rows(True, 64)) == 15  # edges_h100_2026_11: causal, not whole tiles, head dim 64
+    assert len(study.uneven_rows("calibration", 64)) == 15  # edges_h100_2026_11: causal, not whole tiles, head dim 64
     scored = study.scores(64, (1.0, shipped - 6, shipped, shipped + 6), jobs=1)
     assert min(scored, key=lambda s: s[1])[0] == shipped
     assert scored[0][1] > 3 * scored[2][1]  # one operation an element (the even code's) misses those rows by far more
