@@ -43,18 +43,9 @@ class L2Cache:
         self.front = self.fill = 0
         self.intact = False  # the last look-up left every one of its keys resident
 
-    def access(self, keys: np.ndarray, sizes: np.ndarray, total: int | None = None, prefix: int = 0) -> int:
+    def access(self, keys: np.ndarray, sizes: np.ndarray, total: int | None = None) -> int:
         """Look up (and make resident) every key, distinct, in order; return the bytes that hit (``total``: their
-        sum, if known).
-
-        ``prefix``: the first keys are the last look-up's, in its order, and that look-up left them all resident
-        (``intact``). They are the newest keys in that order already, so looking them up again changes nothing:
-        only the rest are looked up, unless their evictions would reach the prefix (then all are, as without it).
-        """
-        if prefix:
-            done = self.after_prefix(int(keys[0]), keys[prefix:].tolist(), sizes[prefix:].tolist())
-            if done is not None:
-                return (int(sizes.sum()) if total is None else total) - done
+        sum, if known)."""
         stamps = self.stamp[keys]
         self.intact = True
         if keys.size and stamps.min() >= 0:  # all resident: nothing enters, nothing is evicted
@@ -78,9 +69,11 @@ class L2Cache:
         return int(sizes.sum()) - miss
 
     def after_prefix(self, head: int, rest: list[int], sizes: list[int]) -> int | None:
-        """``access`` of the keys ``rest`` (with ``sizes``, a few, as Python lists) that follow an intact prefix
-        whose first key is ``head`` (see ``access``): the bytes that missed; None (nothing done) where the
-        look-up's evictions would reach the unit's own keys."""
+        """``access`` of the keys ``rest`` (with ``sizes``, a few, as Python lists) that follow a prefix whose first
+        key is ``head``: the bytes that missed; None (nothing done) where the look-up's evictions would reach the
+        unit's own keys. The prefix is the last look-up's keys, in its order, and that look-up left them all resident
+        (``intact``): they are the newest keys in that order already, so looking them up again would change
+        nothing."""
         stamp = self.stamp
         stamps = [stamp.item(key) for key in rest]
         miss = sum(size for size, at in zip(sizes, stamps) if at < 0)
