@@ -10,7 +10,7 @@ import pytest
 
 import vfasim
 from vfasim.chip.fluid import BOUNDS
-from vfasim.chip.run import Geometry, OperandReads, representative_heads, simulate_chip, timing_core
+from vfasim.chip.run import Geometry, OperandReads, representative_heads, simulate_chip, stream_mma
 from vfasim.chip.occupancy import TileShape
 from vfasim.kernel import load_kernel
 from vfasim.cli import main
@@ -160,13 +160,32 @@ def test_kernels_fit_their_streams_and_set_their_policy():
 def test_fa2_streams_get_their_own_tensor_share_and_pay_operand_reads():
     hw = load_hw("H100-SXM")
     shape = TileShape(128, 64, 128, 2, 2, 2)
-    core = timing_core(hw, True, OperandReads(4, 1), 2, shape, hw.chip.core_limits)
-    tensor = core.pipelines["tensor"]
+    mma = stream_mma(hw, 4, OperandReads(4, 1), shape, hw.chip.core_limits)
+    two = mma.dealt(hw, 2)  # two CTAs timed together: each its own unit at half the pipe
+    tensor = two.pipelines["tensor"]
     assert (tensor.units, tensor.units_by, tensor.throughput["float16"]) == (2, "row", 1024)
     # per MAC: QK reads Q once (2 B / 64 keys) and K per warp (4 x 2 B / 128 rows); PV reads V per warp
-    assert core.work_factor["qk_matmul"] == pytest.approx(1 + (2 / 64 + 8 / 128) * 1024 / 128)
-    assert core.work_factor["pv_matmul"] == pytest.approx(1 + (8 / 128) * 1024 / 128)
-    assert timing_core(hw, False, None, 2, shape, hw.chip.core_limits) is hw
+    assert two.work_factor["qk_matmul"] == pytest.approx(1 + (2 / 64 + 8 / 128) * 1024 / 128)
+    assert two.work_factor["pv_matmul"] == pytest.approx(1 + (8 / 128) * 1024 / 128)
+    # alone, a CTA's four warps (one a partition) issue on the whole pipe, and read their operands at that rate
+    one = mma.dealt(hw, 1)
+    assert (one.pipelines["tensor"].units, one.pipelines["tensor"].throughput["float16"]) == (1, 2048)
+    assert one.work_factor["pv_matmul"] == pytest.approx(1 + (8 / 128) * 2048 / 128)
+    # two warps alone reach two of the four partitions' tensor units
+    assert stream_mma(hw, 2, None, shape, hw.chip.core_limits).dealt(hw, 1).pipelines["tensor"].throughput[
+        "float16"] == 1024
+    unpartitioned = hw.chip.core_limits.model_copy(update={"tensor_partitions": None})
+    assert stream_mma(hw, 2, None, shape, unpartitioned).dealt(hw, 1).pipelines["tensor"].throughput[
+        "float16"] == 2048
+
+
+def test_a_lone_fa2_cta_is_not_held_to_its_slot_share_of_the_tensor_pipes():
+    # one wave of 132 CTAs (one an SM, two fit) against two CTAs an SM: alone, each runs nearer the pipe's rate
+    kw = dict(seq_len=2048, head_dim=128, block_q=128, block_k=64, causal=False, decode=True, queries=128)
+    one_an_sm = vfasim.run("H100-SXM", "fa2", heads=132, **kw)
+    two_an_sm = vfasim.run("H100-SXM", "fa2", heads=264, **kw)
+    assert one_an_sm.chip["waves"] == two_an_sm.chip["waves"] == 1
+    assert one_an_sm.latency_cycles < 0.75 * two_an_sm.latency_cycles
 
 
 def test_a_warp_grid_reads_each_operand_once_per_warp_row_or_column():
@@ -205,7 +224,7 @@ def test_a_per_stream_tensor_pipe_cannot_share_an_issue_stream():
     doc["pipelines"]["exp"].update(shares_issue_with="tensor")
     hw = HardwareConfig.model_validate(doc)
     with pytest.raises(VfasimError, match="gives each stream its own queue on H100-SXM's tensor pipe 'tensor'"):
-        timing_core(hw, True, OperandReads(4, 1), 2, TileShape(128, 64, 128, 2, 2, 2), hw.chip.core_limits)
+        stream_mma(hw, 4, OperandReads(4, 1), TileShape(128, 64, 128, 2, 2, 2), hw.chip.core_limits)
 
 
 def test_chip_runs_are_deterministic_and_json_serialisable():

@@ -59,6 +59,7 @@ from vfasim.chip.memory import UnitMemory
 from vfasim.chip.occupancy import TileShape, occupancy
 from vfasim.chip.units import (
     Launch,
+    StreamMma,
     UnitTimer,
     UnitTiming,
     build_launch,
@@ -209,8 +210,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     operands = OperandReads(*(rule.warp_grid or (warps, 1)), kernel.p_in == "shared") \
         if kernel.operands_from_shared else None
     prepass = kernel.minit == "prepass" and bool(np.any(trace.kind == KIND_CODE["key_summary"]))
-    core_k = tile_core(timing_core(plan.core, kernel.mma == "per_stream", operands, streams, shape,
-                                   chip.core_limits), rule)
+    mma = stream_mma(plan.core, warps, operands, shape, chip.core_limits) if kernel.mma == "per_stream" else None
+    core_k = tile_core(plan.core, rule)
     pipelined = kernel.loop_pipelined if rule.loop_pipelined is None else rule.loop_pipelined
     buffers, in_order = kernel.score_buffers, not pipelined or not kernel.skip_loop_pipelined and bool(
         np.any(trace.kind == KIND_CODE["skip_test"]))
@@ -219,7 +220,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
         core_k, buffers = in_order_core(core_k, chip, hw.clock_ghz, streams, alone), 1  # no tile loaded ahead
     if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
         core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
-    timing = UnitTiming(core_k, buffers, schedule, resident_memory=in_order)
+    timing = UnitTiming(core_k, buffers, schedule, resident_memory=in_order, mma=mma)
     timer = UnitTimer(trace, timing, launch.kinds, digest)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
@@ -348,26 +349,18 @@ class OperandReads:
                 "pv_matmul": (self.cols * shape.p_bytes / pv_cols if self.p_shared else 0.0) + k_rows}
 
 
-def timing_core(core: HardwareConfig, mma_per_stream: bool, operands: OperandReads | None, streams: int,
-                shape: TileShape, limits: CoreLimits) -> HardwareConfig:
-    """The core as the unit timer runs ``streams`` of a kernel on it (busy cycles stay on ``core``).
-
-    ``mma_per_stream``: each tensor pipe becomes ``streams`` units dealt by row (the
-    interleaved unit trace has one row per stream), each at 1/streams of the pipe's rate.
-    ``operands`` given, with a shared-memory read rate: the QK and PV matmuls also take
-    the time of their operand reads, as a work factor on their pipe.
-    """
-    if not mma_per_stream:
-        return core
-    pipes = _dealt_by_stream(core, "tensor", streams, "a per-stream mma kernel")
-    factors = dict(core.work_factor)
-    if operands is not None and limits.shared_read_bytes_per_cycle is not None:
-        for kind, bytes_per_mac in operands.bytes_per_mac(shape).items():
-            if core.op_map[kind] == FUSED:
-                continue
-            rate = pipes[core.op_map[kind]].throughput[core.precision.matmul]
-            factors[kind] = factors.get(kind, 1.0) + bytes_per_mac * rate / limits.shared_read_bytes_per_cycle
-    return core.model_copy(update={"pipelines": pipes, "work_factor": factors})
+def stream_mma(core: HardwareConfig, warps: int, operands: OperandReads | None, shape: TileShape,
+               limits: CoreLimits) -> StreamMma:
+    """How the unit timer deals a per-stream mma kernel's tensor pipes (``StreamMma``): a stream of ``warps`` warps
+    alone reaches ``warps / tensor_partitions`` of them at most; ``operands`` given, with a shared-memory read rate,
+    the QK and PV matmuls also take the time of their operand reads. A one-line error where a tensor pipe shares an
+    issue stream (it cannot be dealt by stream)."""
+    _dealt_by_stream(core, "tensor", 1, "a per-stream mma kernel")  # the check alone
+    cap = min(1.0, warps / limits.tensor_partitions) if limits.tensor_partitions else 1.0
+    if operands is None or limits.shared_read_bytes_per_cycle is None:
+        return StreamMma(cap)
+    reads = tuple((kind, b) for kind, b in operands.bytes_per_mac(shape).items() if core.op_map[kind] != FUSED)
+    return StreamMma(cap, reads, limits.shared_read_bytes_per_cycle)
 
 
 def _units(geo: Geometry, streams: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

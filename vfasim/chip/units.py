@@ -243,6 +243,36 @@ def tile_count(trace: Trace, streams: tuple[np.ndarray, ...]) -> int:
 
 
 @dataclass(frozen=True)
+class StreamMma:
+    """The tensor pipes of a kernel whose streams issue their own MMAs (``Kernel.mma`` per_stream: ``mma.sync``
+    from each CTA's warps), as the streams timed together on a core share them.
+
+    Each of k such streams gets its own unit of each tensor pipe at 1/k of the pipe's rate, but no more than
+    ``cap`` of it: a stream alone is limited by its warps, not by the slots of the launch (a warp issues to its
+    partition's tensor unit, ``CoreLimits.tensor_partitions``). Each matmul kind in ``reads`` (its operands'
+    shared-memory bytes per multiply-accumulate) also takes the time of those reads at ``read_bytes_per_cycle``,
+    as a work factor at the stream's rate.
+    """
+
+    cap: float = 1.0
+    reads: tuple[tuple[str, float], ...] = ()
+    read_bytes_per_cycle: float | None = None
+
+    def dealt(self, core: HardwareConfig, rows: int) -> HardwareConfig:
+        """``core`` with each tensor pipe dealt to ``rows`` streams, one unit each, and the operand reads' factors."""
+        share = min(1.0 / rows, self.cap)
+        pipes = {name: p.model_copy(update={"units": rows, "units_by": "row", "throughput": {
+            d: r * p.units * share for d, r in p.throughput.items()}})
+            for name, p in core.pipelines.items() if p.role == "tensor"}
+        factors = dict(core.work_factor)
+        if self.read_bytes_per_cycle is not None:
+            for kind, bytes_per_mac in self.reads:
+                rate = pipes[core.op_map[kind]].throughput[core.precision.matmul]
+                factors[kind] = factors.get(kind, 1.0) + bytes_per_mac * rate / self.read_bytes_per_cycle
+        return core.model_copy(update={"pipelines": {**core.pipelines, **pipes}, "work_factor": factors})
+
+
+@dataclass(frozen=True)
 class UnitTiming:
     """How a unit's ops are timed on its core: the core as the kernel runs it, each stream's score buffers, the
     schedule."""
@@ -251,14 +281,18 @@ class UnitTiming:
     score_buffers: int
     schedule: str = "pipelined"
     resident_memory: bool = False  # memory pipes dealt by row are shared by the rows timed together, not the slots
+    mma: StreamMma | None = None  # a per-stream mma kernel: its tensor pipes dealt to the rows timed together
 
     def timeline(self, trace: Trace, streams: tuple[np.ndarray, ...], copies: int = 1) -> tuple[Trace, Timeline]:
         """``copies`` copies of a unit's ``streams`` interleaved (``interleaved``) and their timeline on the core;
-        with ``resident_memory`` each memory pipe dealt by row gives each of those rows an equal share of its rate."""
+        with ``resident_memory`` each memory pipe dealt by row gives each of those rows an equal share of its rate,
+        and with ``mma`` each tensor pipe is dealt to those rows (``StreamMma``)."""
         merged = interleaved(trace, streams, copies)
         hw = replace_buffers(self.core, self.score_buffers * copies * len(streams))
         if self.resident_memory:
             hw = _memory_by_rows(hw, copies * len(streams))
+        if self.mma is not None:
+            hw = self.mma.dealt(hw, copies * len(streams))
         return merged, simulate(merged, hw, self.schedule)
 
 
@@ -282,7 +316,7 @@ class UnitTimer:
     def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind], digest: str = "") -> None:
         self.trace, self.timing, self.kinds = trace, timing, kinds
         self._key = (digest, timing.core.digest(), timing.score_buffers, timing.schedule,
-                     timing.resident_memory) if digest else ()
+                     timing.resident_memory, timing.mma) if digest else ()
         self._cycles: dict[tuple[int, int], int] = {}
         self._short_cycles: dict[tuple, int] = {}
         self._long: dict[int, tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None] = {}

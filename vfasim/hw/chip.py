@@ -77,6 +77,11 @@ class CoreLimits(_Strict):
         default=None, strict=True, gt=0, le=1e9, allow_inf_nan=False,
         description="Shared-memory read bandwidth per core, bytes per cycle: what a kernel style whose warps each "
                     "read their matmul operands from shared memory (fa2) pays for them; absent: no such reads")
+    tensor_partitions: int | None = Field(
+        default=None, strict=True, gt=0, le=64,
+        description="Sub-partitions of a core with a tensor unit each (an SM's four processing blocks): a warp issues "
+                    "its mma.sync to its own, so a per-stream mma kernel's stream of w warps alone reaches at most "
+                    "w / tensor_partitions of the tensor pipes; absent: a stream alone may take them all")
 
 
 class KernelTuning(_Strict):
