@@ -529,3 +529,20 @@ def test_ncu_table_takes_several_kernels_a_launch_and_only_the_metrics_a_run_pro
                            "--present-only", "--out", str(out)]) == 0
     with out.open(newline="") as f:
         assert [r["case"] for r in csv.DictReader(f)] == [r["case"] for r in got]
+
+
+def test_the_occupancy_campaign_sweeps_cta_counts_and_shows_a_lone_flash_cta_is_not_held_to_half_an_sm():
+    code = "import json, sys\nfrom harness.occupancy import grid\nassert 'torch' not in sys.modules\n" \
+           "print(json.dumps([grid(), grid(quick=True)]))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    full, quick = ([tuple(c) for c in g] for g in json.loads(done.stdout))
+    assert len(quick) < len(full) and set(quick) <= set(full)
+    for chip in ("h100", "h200"):
+        folder = ROOT / "validation" / f"occupancy_{chip}_2026_11"
+        assert R.check_table_file(folder / "attention.csv", R.ATTENTION) == len(full) == 192
+        with (folder / "attention.csv").open(newline="") as f:
+            us = {(int(r["head_dim"]), int(r["heads"])): float(r["value"]) for r in csv.DictReader(f)
+                  if r["kernel"] == "sdpa_flash" and r["seq_len"] == "8192"}
+        # 2 heads: 128 CTAs, one an SM; 4 heads: 256, two an SM. Alone, a CTA takes well under the two's time
+        for d in (64, 128):
+            assert 0.5 < us[(d, 2)] / us[(d, 4)] < 0.7

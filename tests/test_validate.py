@@ -103,6 +103,8 @@ def test_unverified_transcriptions_and_predicted_only_kernels_are_never_fit_rows
     assert any(r.seq_len in FIT_SEQ_LENS for r in late) and not any(r.fit for r in late)
     later = [r for r in rows if r.table.startswith(HELD_OUT_CAMPAIGNS)]  # campaigns measured after the fit
     assert any(r.seq_len in FIT_SEQ_LENS for r in later) and not any(r.fit for r in later)
+    assert {"edges_h100_2026_11", "occupancy_h100_2026_11", "occupancy_h200_2026_11"} <= \
+        {r.table.split("/")[0] for r in later}
     assert all(r.fit == (r.seq_len in FIT_SEQ_LENS) for r in rows if r.table not in UNVERIFIED_TABLES
                and r.kernel not in kernels_predicted_only() and r.kernel not in HELD_OUT_KERNELS
                and not r.table.startswith(HELD_OUT_CAMPAIGNS))

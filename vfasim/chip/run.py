@@ -35,6 +35,9 @@ Chip-level figures:
   compute runs, then the next load. The latency is the L2's where a K/V head's tiles are read by several units (its
   query blocks, its GQA heads: after the first they mostly hit) and the HBM's where one unit alone reads them (a
   decode step of one unit per K/V head: nothing brought them into the L2).
+- A kernel whose warps issue their own MMAs (``Kernel.mma`` per_stream) has its tensor pipes dealt among the streams
+  a core holds when each unit kind is timed (``StreamMma``): k sharing a core get 1/k each, a stream alone no more
+  than its warps reach (``CoreLimits.tensor_partitions``), not its slot's share of the launch's occupancy.
 - A kernel with no ``kernel_tuning`` entry runs its matmuls at the chip's microbenchmark ceiling for its
   MMA path (``mma_efficiency``), or at the datasheet rate where none is given.
 - A launch with splits > 1 adds a combine launch after the main one: each CTA

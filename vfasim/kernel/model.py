@@ -274,8 +274,10 @@ class Kernel(_Strict):
     kv_ring: bool = Field(default=False, description="K and V tiles share one ring of kv_stages buffers (each "
                           "stage holds a K or a V tile); false: each stage holds a K and a V tile", strict=True)
     mma: Literal["per_stream", "shared"] = Field(
-        description="per_stream: each stream's warps issue their own mma.sync on a 1/k share of the tensor pipes; "
-                    "shared: asynchronous warp-group MMAs (wgmma, tcgen05, cube) that take the whole pipe in turn")
+        description="per_stream: each stream's warps issue their own mma.sync, so k streams sharing a core get 1/k "
+                    "of the tensor pipes each (a stream alone no more than its warps reach, "
+                    "core_limits.tensor_partitions); shared: asynchronous warp-group MMAs (wgmma, tcgen05, cube) "
+                    "that take the whole pipe in turn")
     operands_from_shared: bool = Field(description="Each warp reads its matmul operands from shared memory "
                                        "(mma.sync), paid at the core's shared_read_bytes_per_cycle", strict=True)
     q_in: Literal["shared", "registers"] = Field(description="Where Q lives for the key loop")

@@ -72,8 +72,8 @@ MEASURED_INPUTS = "random"
 #: tuning fitted without them carries over (the triton description's tuning was fitted on FA2 and VFA rows)
 HELD_OUT_KERNELS = frozenset({"triton_vsa", "triton_vsa_attn"})
 #: campaigns measured after the shipped tuning was fitted (folders validation/<prefix>*), held out always for the same
-#: reason: the edge-length sweeps hold rows at the fit lengths
-HELD_OUT_CAMPAIGNS = ("edges_",)
+#: reason: the edge-length sweeps hold rows at the fit lengths, the occupancy sweep rows of the fit's kind
+HELD_OUT_CAMPAIGNS = ("edges_", "occupancy_")
 #: campaigns measured after every kernel description they check was final and left as they were after (folders
 #: validation/blind_*): validate reports their rows apart too, the one set of held-out rows no choice was made on
 BLIND_PREFIX = "blind_"
