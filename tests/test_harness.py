@@ -546,3 +546,15 @@ def test_the_occupancy_campaign_sweeps_cta_counts_and_shows_a_lone_flash_cta_is_
         # 2 heads: 128 CTAs, one an SM; 4 heads: 256, two an SM. Alone, a CTA takes well under the two's time
         for d in (64, 128):
             assert 0.5 < us[(d, 2)] / us[(d, 4)] < 0.7
+
+
+def test_the_occupancy_profile_shows_a_lone_efficient_cta_issuing_on_under_a_third_of_the_cycles():
+    with (ROOT / "validation" / "ncu_occupancy_h100_2026_11" / "ncu.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["launch"] == "profiled"]
+    assert len(rows) == 9
+    issue = {(r["mode"], int(r["head_dim"]), int(r["heads"])):
+             float(r["smsp__issue_active.avg.pct_of_peak_sustained_active"]) for r in rows}
+    warps = {(r["mode"], int(r["head_dim"]), int(r["heads"])): float(r["warps_active_per_cycle"]) for r in rows}
+    assert warps[("sdpa_efficient", 64, 1)] == 4.0  # one 4-warp CTA an SM: a warp a scheduler
+    assert issue[("sdpa_efficient", 64, 1)] < 30 < issue[("sdpa_flash", 64, 2)]  # alone: latency-bound issue
+    assert issue[("sdpa_efficient", 64, 4)] > 2 * issue[("sdpa_efficient", 64, 1)]  # four CTAs hide it
