@@ -319,17 +319,24 @@ def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, stream
 
 def _dealt_by_stream(core: HardwareConfig, role: str, streams: int, what: str) -> dict:
     """The core's pipelines with those of ``role`` dealt by row, one unit per stream, each at 1/streams of the pipe's
-    rate; a one-line error (``what`` names the kernel trait) for such a pipe that shares an issue stream."""
+    rate (``_check_dealable`` first)."""
+    _check_dealable(core, role, what)
     pipes = dict(core.pipelines)
     for name, p in core.pipelines.items():
-        if p.role != role:
-            continue
-        if p.shares_issue_with or any(q.shares_issue_with == name for q in core.pipelines.values()):
+        if p.role == role:
+            pipes[name] = p.model_copy(update={"units": streams, "units_by": "row", "throughput": {
+                d: r * p.units / streams for d, r in p.throughput.items()}})
+    return pipes
+
+
+def _check_dealable(core: HardwareConfig, role: str, what: str) -> None:
+    """A one-line error (``what`` names the kernel trait) where a pipe of ``role`` shares an issue stream: it cannot
+    be dealt by stream."""
+    for name, p in core.pipelines.items():
+        if p.role == role and (p.shares_issue_with or any(q.shares_issue_with == name
+                                                          for q in core.pipelines.values())):
             raise VfasimError(f"{what} gives each stream its own queue on {core.name}'s {role} pipe {name!r}, which "
                               "shares an issue stream")
-        pipes[name] = p.model_copy(update={"units": streams, "units_by": "row", "throughput": {
-            d: r * p.units / streams for d, r in p.throughput.items()}})
-    return pipes
 
 
 @dataclass(frozen=True)
@@ -358,7 +365,7 @@ def stream_mma(core: HardwareConfig, warps: int, operands: OperandReads | None, 
     alone reaches ``warps / tensor_partitions`` of them at most; ``operands`` given, with a shared-memory read rate,
     the QK and PV matmuls also take the time of their operand reads. A one-line error where a tensor pipe shares an
     issue stream (it cannot be dealt by stream)."""
-    _dealt_by_stream(core, "tensor", 1, "a per-stream mma kernel")  # the check alone
+    _check_dealable(core, "tensor", "a per-stream mma kernel")
     cap = min(1.0, warps / limits.tensor_partitions) if limits.tensor_partitions else 1.0
     if operands is None or limits.shared_read_bytes_per_cycle is None:
         return StreamMma(cap)
