@@ -263,6 +263,33 @@ def test_numerics_on_a_subset_of_heads_name_the_heads():
     assert r.numerics["rel_err_vs_fp64"] < 0.05
 
 
+@pytest.mark.parametrize("algo", ["vfa", "vsa"])
+def test_numerics_spread_over_processes_by_kv_heads_are_one_pass_bit_for_bit(algo, monkeypatch):
+    from vfasim.runner import chip_run
+
+    calls = []
+
+    def spread(*args):
+        calls.append(args[-1])
+        return chip_run_spread(*args)
+
+    chip_run_spread = chip_run.spread_numerics
+    monkeypatch.setattr(chip_run, "spread_numerics", spread)
+    kw = dict(seq_len=512, head_dim=64, heads=6, kv_heads=3, numerics_heads=6, cache=False)
+    one = vfasim.run("H100-SXM", algo, jobs=1, **kw).to_dict()
+    spread_doc = vfasim.run("H100-SXM", algo, jobs=3, **kw).to_dict()  # three processes, a K/V head each
+    assert calls == [3] and one["numerics"]["verdict"]
+    assert json.dumps(one, sort_keys=True) == json.dumps(spread_doc, sort_keys=True)
+
+
+def test_numerics_heads_all_checks_every_head(capsys):
+    from vfasim.cli import main
+
+    code = main(["run", "--hw", "H100-SXM", "--algo", "fa2", "--seq-len", "256", "--head-dim", "64", "--heads", "4",
+                 "--kv-heads", "2", "--numerics-heads", "all", "--jobs", "1", "--json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["chip"]["numerics_heads"] == [0, 1, 2, 3]
+
+
 def test_data_dependent_algorithms_run_the_engine_on_every_head():
     r = vfasim.run("H100-SXM", "vsa", seq_len=512, head_dim=64, heads=4, kv_heads=2, batch=2, lam=0.01)
     assert r.workload == "llm-like" and r.manifest["trace_scope"] == "all batch x heads"

@@ -135,8 +135,10 @@ def _add_chip(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kernel-style", default=None, help="former name of --kernel (fa2, fa3, fa4), kept for a release")
     g.add_argument("--dispatch", default=None,
                    help=f"work distribution, one of {', '.join(POLICIES)} (default: the kernel's)")
-    g.add_argument("--numerics-heads", type=int, default=0,
-                   help="check numerics on the first N heads (whole GQA groups); default none on a chip")
+    g.add_argument("--numerics-heads", type=_heads_arg, default=0, metavar="N|all",
+                   help="check numerics on the first N heads (whole GQA groups), or all; default none on a chip")
+    g.add_argument("--jobs", type=int, default=None,
+                   help="processes computing those heads' numerics, K/V heads apart (default one per core)")
 
 
 def run_command(args: argparse.Namespace) -> tuple[str, int]:
@@ -164,13 +166,14 @@ def run_command(args: argparse.Namespace) -> tuple[str, int]:
                           "--numerics-heads N; on one core leave --numerics on)")
     if args.spec is not None:
         result = run(**_replayed(args), trace_out=args.trace_out, trace_window=args.trace_window,
-                     trace_cores=args.trace_cores, progress=progress, cache=args.cache)
+                     trace_cores=args.trace_cores, progress=progress, cache=args.cache, jobs=args.jobs)
     else:
         result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
                      trace_window=args.trace_window, trace_cores=args.trace_cores,
                      progress=progress, batch=args.batch, kernel=args.kernel, kernel_style=args.kernel_style,
-                     dispatch=args.dispatch, numerics_heads=args.numerics_heads, numerics=args.numerics,
-                     matmul_format=args.matmul_format, cache=args.cache, **shape)
+                     dispatch=args.dispatch, numerics=args.numerics, matmul_format=args.matmul_format,
+                     cache=args.cache, jobs=args.jobs, **shape,
+                     numerics_heads=args.heads if args.numerics_heads == "all" else args.numerics_heads)
     doc = result.to_dict()
     if args.numerics is None and doc["numerics"].get("numerics_mode") == "sample":
         print(f"note: numerics checked on {len(doc['numerics']['sampled_query_blocks'])} sampled query blocks "
@@ -225,7 +228,18 @@ def _coverage(doc: dict) -> dict:
 
 
 #: options of vfasim run that choose outputs, not the run: allowed beside --spec
-OUTPUT_OPTIONS = ("spec", "trace_out", "trace_window", "trace_cores", "roofline_out", "json", "quiet", "check", "command", "cache")
+OUTPUT_OPTIONS = ("spec", "trace_out", "trace_window", "trace_cores", "roofline_out", "json", "quiet", "check", "command", "cache",
+                  "jobs")
+
+
+def _heads_arg(value: str) -> int | str:
+    """``--numerics-heads``: a count, or ``all`` (every head of the run)."""
+    if value == "all":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of heads or all, got {value!r}") from None
 
 
 def _replayed(args: argparse.Namespace) -> dict:

@@ -13,13 +13,15 @@ head, split) and reads its K/V once for the whole group. A decode tile computes
 all its rows, valid or not (an MMA tile has no partial rows); its Q loads and O
 stores move the valid rows only. Numerics are computed only when asked, on the first ``numerics_heads`` heads
 (rounded up to whole GQA groups) of a workload with that many heads, and the
-result names those heads.
+result names those heads; with more than one K/V head among them, in chunks of K/V heads on ``jobs`` local
+processes (``prepare.spread_numerics``: the same bits as one pass).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -41,7 +43,14 @@ from vfasim.reuse import cached
 from vfasim.sim import busiest_stream
 from vfasim.runner.inputs import check_chip_plan
 from vfasim.runner.options import Options
-from vfasim.runner.prepare import checked_queries, engine_precision, numerics_block, prepare, run_workload
+from vfasim.runner.prepare import (
+    checked_queries,
+    engine_precision,
+    numerics_block,
+    prepare,
+    run_workload,
+    spread_numerics,
+)
 from vfasim.runner.spec import RunInputs
 from vfasim.trace import KIND_CODE as OP_CODES
 from vfasim.trace import OP_KINDS, Trace
@@ -321,6 +330,10 @@ def _numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, kv_head
     block_q, block_k = tiling_args[3:5]
     heads = dataclasses.replace(inputs, heads=n, kv_heads=n // group, batch=1, block_q=block_q, block_k=block_k,
                                 numerics="full", progress=False)  # the heads checked, as one core checks them
+    jobs = min(inputs.jobs or os.cpu_count() or 1, n // group)
+    if jobs > 1:  # chunks of K/V heads on local processes: the same bits
+        return spread_numerics(config, dataclasses.replace(heads, progress=inputs.progress), policy, jobs), \
+            list(range(n))
     with threadpool_limits(limits=1, user_api="blas"):  # as on one core: a fixed summation order, same bits
         prepared = prepare(config, heads, references=True, policy=policy)
         assert prepared.references is not None and prepared.result is not None  # asked for above

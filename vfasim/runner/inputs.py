@@ -79,7 +79,8 @@ RULES: dict[str, Callable[[str, object], object]] = {
     "causal": flag, "decode": flag, "progress": flag, "cache": flag, "algo": text, "workload": text, "schedule": text,
     "qkv": optional(path), "trace_out": optional(path), "trace_window": optional(window),
     "trace_cores": optional(core_list),
-    "batch": integer, "numerics_heads": lambda n, v: integer(n, v, 0), "kernel_style": optional(text),
+    "batch": integer, "numerics_heads": lambda n, v: integer(n, v, 0), "jobs": optional(integer),
+    "kernel_style": optional(text),
     "kernel": optional(lambda n, v: v if _is_kernel(v) else str(path(n, v))), "dispatch": optional(text),
 }
 P = ParamSpec("P")

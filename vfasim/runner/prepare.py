@@ -11,9 +11,10 @@ there is nothing to compute: the trace is emitted without Q, K or V and the run 
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,6 +25,7 @@ from vfasim.allocator import tune_allocator
 from vfasim.errors import VfasimError
 from vfasim.functional import EngineResult, Policy, Precision, Tiling, policy_for, reference_attention, run_engine
 from vfasim.functional import checks, sampling
+from vfasim.functional.results import RowDiagnostics
 from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
 from vfasim.functional.trace_only import data_independent, trace_only
@@ -73,9 +75,7 @@ def prepare(config: HardwareConfig, inputs: RunInputs, *, references: bool = Fal
     if i.numerics == "off" and i.qkv is None and data_independent(policy):
         return _timing_only(config, i, policy, block_q, block_k)
     wl = run_workload(i.qkv, i.workload, i.seq_len, i.head_dim, i.heads, i.kv_heads, i.seed, i.decode, i.queries)
-    tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if i.decode else block_q,
-                    block_k, i.causal, wl.heads, wl.kv_heads)
-    check_blocks(tiling)
+    tiling = _tiling(i, wl)
     precision = engine_precision(config)
     thresholds = _bsfa_thresholds(policy.skip, tiling, precision, opts, i.qkv, i.workload, i.seed, i.decode,
                                   i.queries)
@@ -105,6 +105,77 @@ def prepare(config: HardwareConfig, inputs: RunInputs, *, references: bool = Fal
     refs = _awaited(*side, result if is_baseline else None) if side is not None else None
     return Prepared(config, policy, opts, wl.name, digest[:16], tiling, precision, result, result.traced(), refs,
                     blocks)
+
+
+def spread_numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, jobs: int) -> dict:
+    """The numerics block of ``inputs`` with full numerics (a chip run's heads: no top-k thresholds), as ``prepare``
+    and ``numerics_block`` give it, computed in chunks of whole K/V heads on ``jobs`` local processes
+    (``exec.compute``). Each chunk runs the engine beside its float64 oracle and fa2 baseline, read from or kept in
+    the reference cache under the chunk's own Q, K and V. Heads are independent and each engine row computes as it
+    would in one pass, so the block is the one pass's, bit for bit (a test holds them equal)."""
+    from vfasim.exec import compute
+
+    i = _folded(inputs)
+    wl = run_workload(i.qkv, i.workload, i.seq_len, i.head_dim, i.heads, i.kv_heads, i.seed, i.decode, i.queries)
+    tiling = _tiling(i, wl)
+    precision = engine_precision(config)
+    group = tiling.heads // tiling.kv_heads
+    cuts = np.linspace(0, tiling.kv_heads, min(jobs, tiling.kv_heads) + 1).round().astype(int).tolist()
+    tasks = [(Workload(wl.name, wl.q[a * group:b * group], wl.k[a:b], wl.v[a:b]),
+              replace(tiling, heads=(b - a) * group, kv_heads=b - a), policy, precision, i.options.lam, i.decode,
+              config.o_in_place, i.cache) for a, b in zip(cuts[:-1], cuts[1:])]
+    names = [f"numerics K/V heads {a}-{b - 1}" for a, b in zip(cuts[:-1], cuts[1:])]
+    done: dict[int, tuple[EngineResult, np.ndarray, np.ndarray]] = {}
+    for index, part in compute(_chunk_numerics, tasks, names, "local", len(tasks), None):
+        done[index] = part
+        if i.progress:
+            print(f"\rnumerics: {len(done)}/{len(tasks)} chunks of K/V heads", end="", file=sys.stderr, flush=True)
+    if i.progress:
+        print(file=sys.stderr)
+    parts = [done[n] for n in range(len(tasks))]
+    result = _joined([r for r, _, _ in parts])
+    with threadpool_limits(limits=1, user_api="blas"):  # its norms as one pass's: one BLAS thread
+        numerics, _ = numerics_block(precision, policy, result, np.concatenate([o for _, o, _ in parts]),
+                                     np.concatenate([b for _, _, b in parts]))
+    return numerics
+
+
+def _chunk_numerics(wl: Workload, tiling: Tiling, policy: Policy, precision: Precision, lam: float, decode: bool,
+                    o_in_place: bool, cache: bool) -> tuple[EngineResult, np.ndarray, np.ndarray]:
+    """One chunk of ``spread_numerics``: the engine's result (no trace), the float64 oracle's output, fa2's."""
+    is_baseline = policy == policy_for(BASELINE)
+    pool = ThreadPoolExecutor(max_workers=2)
+    # one BLAS thread until the references are done too: the summation order, so the bits, of one pass's
+    with threadpool_limits(limits=1, user_api="blas"):
+        side = _start_references(pool, wl, tiling, precision, decode, not is_baseline, None, 1, reference_cache(cache),
+                                 _sha256(wl.q, wl.k, wl.v))
+        pool.shutdown(wait=False)
+        computing = not all(f is None or f.done() for f in side)
+        result = run_engine(wl.q, wl.k, wl.v, tiling, policy, precision, lam, decode=decode, o_in_place=o_in_place,
+                            trace=False, threads=1 if computing else None)
+        oracle, base = _awaited(*side, result if is_baseline else None)()
+    return result, oracle, base
+
+
+def _joined(parts: list[EngineResult]) -> EngineResult:
+    """Engine results of consecutive chunks of heads as one (rows are head-major; counts add up)."""
+    def cat(name: str, of: str = "") -> np.ndarray:
+        return np.concatenate([getattr(getattr(p, of) if of else p, name) for p in parts])
+
+    rows = RowDiagnostics(*(cat(f.name, "rows") for f in fields(RowDiagnostics)))
+    counts = {k: sum(p.counts[k] for p in parts) for k in parts[0].counts}
+    return EngineResult(cat("out"), cat("used_max"), cat("true_max"), cat("block_max"), cat("above_max"), counts,
+                        None, rows)
+
+
+def _tiling(i: RunInputs, wl: Workload) -> Tiling:
+    """The tiling one core runs ``wl`` on (blocks ``DEFAULT_BLOCK`` unless given; a decode step's query tile cut to
+    its rows), checked."""
+    block_q, block_k = i.block_q or DEFAULT_BLOCK, i.block_k or DEFAULT_BLOCK
+    tiling = Tiling(wl.seq_len, wl.kv_len, wl.head_dim, min(block_q, wl.seq_len) if i.decode else block_q, block_k,
+                    i.causal, wl.heads, wl.kv_heads)
+    check_blocks(tiling)
+    return tiling
 
 
 def _folded(inputs: RunInputs) -> RunInputs:
