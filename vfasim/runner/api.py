@@ -115,7 +115,8 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     ``kernel_style`` is its former name, kept as an alias): its own tiles unless ``block_q`` /
     ``block_k`` are given (``block_q`` is one tile stream's rows), its ``dispatch`` unless one is
     given; ``numerics_heads`` picks the heads whose numerics are checked, computed K/V-head groups at a time on
-    ``jobs`` local processes (default one per core; 1: in this process; the same bits either way). On one core the blocks
+    ``jobs`` local processes (default one per core, one inside a pool's worker; 1: in this process; the same bits
+    either way). On one core the blocks
     default to 128 x 128, ``batch`` elements are more heads, and the chip-only inputs are refused.
     ``numerics`` (one core) is
     ``full``, ``sample`` (a stated subset of query blocks, see ``functional.sampling``) or

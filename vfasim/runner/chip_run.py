@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import multiprocessing
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -330,7 +331,7 @@ def _numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, kv_head
     block_q, block_k = tiling_args[3:5]
     heads = dataclasses.replace(inputs, heads=n, kv_heads=n // group, batch=1, block_q=block_q, block_k=block_k,
                                 numerics="full", progress=False)  # the heads checked, as one core checks them
-    jobs = min(inputs.jobs or os.cpu_count() or 1, n // group)
+    jobs = min(_numerics_jobs(inputs.jobs), n // group)
     if jobs > 1:  # chunks of K/V heads on local processes: the same bits
         return spread_numerics(config, dataclasses.replace(heads, progress=inputs.progress), policy, jobs), \
             list(range(n))
@@ -339,6 +340,14 @@ def _numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, kv_head
         assert prepared.references is not None and prepared.result is not None  # asked for above
         numerics, _ = numerics_block(prepared.precision, prepared.policy, prepared.result, *prepared.references())
     return numerics, list(range(n))
+
+
+def _numerics_jobs(jobs: int | None) -> int:
+    """Processes for a chip run's heads' numerics: as given, else one per core, or one in a process that is itself
+    a pool's worker (a sweep's or validate's point: pools do not nest)."""
+    if jobs is not None:
+        return jobs
+    return 1 if multiprocessing.parent_process() is not None else os.cpu_count() or 1
 
 
 def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, policy: Policy, kernel: Kernel,
