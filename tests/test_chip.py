@@ -282,6 +282,22 @@ def test_numerics_spread_over_processes_by_kv_heads_are_one_pass_bit_for_bit(alg
     assert json.dumps(one, sort_keys=True) == json.dumps(spread_doc, sort_keys=True)
 
 
+def test_numerics_spread_as_dask_tasks_are_one_pass_bit_for_bit():
+    distributed = pytest.importorskip("dask.distributed")
+    kw = dict(seq_len=256, head_dim=64, heads=4, kv_heads=2, numerics_heads=4, cache=False)
+    one = vfasim.run("H100-SXM", "vfa", jobs=1, **kw).to_dict()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as c, \
+            distributed.Client(c) as client:
+        on_dask = vfasim.run("H100-SXM", "vfa", executor="dask", scheduler=client, **kw).to_dict()
+    assert json.dumps(one, sort_keys=True) == json.dumps(on_dask, sort_keys=True)
+    with pytest.raises(VfasimError, match="executor dask needs a scheduler"):
+        vfasim.run("H100-SXM", "vfa", executor="dask", **kw)
+    with pytest.raises(VfasimError, match="scheduler applies to executor dask"):
+        vfasim.run("H100-SXM", "vfa", scheduler="tcp://127.0.0.1:1", **kw)
+    with pytest.raises(VfasimError, match="executor must be one of local, dask"):
+        vfasim.run("H100-SXM", "vfa", executor="ray", **kw)
+
+
 def test_numerics_heads_all_checks_every_head(capsys):
     from vfasim.cli import main
 

@@ -138,7 +138,11 @@ def _add_chip(p: argparse.ArgumentParser) -> None:
     g.add_argument("--numerics-heads", type=_heads_arg, default=0, metavar="N|all",
                    help="check numerics on the first N heads (whole GQA groups), or all; default none on a chip")
     g.add_argument("--jobs", type=int, default=None,
-                   help="processes computing those heads' numerics, K/V heads apart (default one per core)")
+                   help="processes (or Dask tasks) computing those heads' numerics, K/V heads apart (default one per "
+                        "core; on Dask one a K/V head)")
+    g.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="where those heads' numerics run: local processes or a Dask cluster (--scheduler)")
+    g.add_argument("--scheduler", default=None, help="the Dask scheduler's address, with --executor dask")
 
 
 def run_command(args: argparse.Namespace) -> tuple[str, int]:
@@ -166,13 +170,14 @@ def run_command(args: argparse.Namespace) -> tuple[str, int]:
                           "--numerics-heads N; on one core leave --numerics on)")
     if args.spec is not None:
         result = run(**_replayed(args), trace_out=args.trace_out, trace_window=args.trace_window,
-                     trace_cores=args.trace_cores, progress=progress, cache=args.cache, jobs=args.jobs)
+                     trace_cores=args.trace_cores, progress=progress, cache=args.cache, jobs=args.jobs,
+                     executor=args.executor, scheduler=args.scheduler)
     else:
         result = run(args.hw, args.algo, schedule=args.schedule, options=options, trace_out=args.trace_out,
                      trace_window=args.trace_window, trace_cores=args.trace_cores,
                      progress=progress, batch=args.batch, kernel=args.kernel, kernel_style=args.kernel_style,
                      dispatch=args.dispatch, numerics=args.numerics, matmul_format=args.matmul_format,
-                     cache=args.cache, jobs=args.jobs, **shape,
+                     cache=args.cache, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler, **shape,
                      numerics_heads=args.heads if args.numerics_heads == "all" else args.numerics_heads)
     doc = result.to_dict()
     if args.numerics is None and doc["numerics"].get("numerics_mode") == "sample":
@@ -229,7 +234,7 @@ def _coverage(doc: dict) -> dict:
 
 #: options of vfasim run that choose outputs, not the run: allowed beside --spec
 OUTPUT_OPTIONS = ("spec", "trace_out", "trace_window", "trace_cores", "roofline_out", "json", "quiet", "check", "command", "cache",
-                  "jobs")
+                  "jobs", "executor", "scheduler")
 
 
 def _heads_arg(value: str) -> int | str:

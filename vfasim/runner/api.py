@@ -101,7 +101,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         progress: bool = False, batch: int = 1, kernel: str | Path | Kernel | None = None,
         kernel_style: str | None = None, dispatch: str | None = None, numerics_heads: int = 0,
         numerics: str | None = None, matmul_format: str | None = None, cache: bool = True,
-        jobs: int | None = None, **option_kwargs: Any) -> RunResult:
+        jobs: int | None = None, executor: str = "local", scheduler: Any = None, **option_kwargs: Any) -> RunResult:
     """Run ``algo`` on ``hw``: functional engine, trace, timing model, numerics — one result.
 
     Algorithm options may be given as ``options=Options(...)`` or as keywords (``lam=0.01``).
@@ -115,8 +115,9 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
     ``kernel_style`` is its former name, kept as an alias): its own tiles unless ``block_q`` /
     ``block_k`` are given (``block_q`` is one tile stream's rows), its ``dispatch`` unless one is
     given; ``numerics_heads`` picks the heads whose numerics are checked, computed K/V-head groups at a time on
-    ``jobs`` local processes (default one per core, one inside a pool's worker; 1: in this process; the same bits
-    either way). On one core the blocks
+    ``jobs`` local processes (default one per core, one inside a pool's worker; 1: in this process), or with
+    ``executor="dask"`` as tasks on the Dask cluster ``scheduler`` names (its address or a client; ``jobs`` chunks,
+    default one a K/V head): the same bits every way. On one core the blocks
     default to 128 x 128, ``batch`` elements are more heads, and the chip-only inputs are refused.
     ``numerics`` (one core) is
     ``full``, ``sample`` (a stated subset of query blocks, see ``functional.sampling``) or
@@ -135,7 +136,7 @@ def run(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vfa", *, seq_len
         queries=queries, options=options, trace_out=trace_out, trace_window=trace_window, trace_cores=trace_cores,
         progress=progress, batch=batch, kernel=kernel, kernel_style=kernel_style, dispatch=dispatch,
         numerics_heads=numerics_heads, numerics=numerics, matmul_format=matmul_format, cache=cache, jobs=jobs,
-        **option_kwargs)))
+        executor=executor, scheduler=scheduler, **option_kwargs)))
 
 
 def run_configs(hws: Sequence[str | Path | HardwareConfig], algo: str = "vfa", *,

@@ -7,9 +7,10 @@ refused when nothing in the run would read it:
 
 - ``lam`` on an algorithm that skips no block or row by threshold, ``topk`` on one that keeps
   no top-k blocks (each algorithm's policy says which it does);
-- the chip-only inputs (``kernel``, ``dispatch``, ``numerics_heads``, ``trace_cores``, ``jobs``) on a config
-  without a chip section, and ``numerics`` (one core's mode) on a chip; ``jobs`` on a chip with no heads' numerics
-  asked for (``numerics_heads``: the processes compute those);
+- the chip-only inputs (``kernel``, ``dispatch``, ``numerics_heads``, ``trace_cores``, ``jobs``, ``executor``,
+  ``scheduler``) on a config without a chip section, and ``numerics`` (one core's mode) on a chip; ``jobs``,
+  ``executor`` and ``scheduler`` on a chip with no heads' numerics asked for (``numerics_heads``: they compute
+  those), ``scheduler`` without the ``dask`` executor and that executor without one;
 - ``seed`` and ``workload`` on a run that generates no data: an algorithm whose trace does not
   depend on the data, on a chip with no heads' numerics asked for (``numerics_heads``), or on
   one core with ``numerics="off"`` (both are timed from ``trace_only``);
@@ -31,7 +32,7 @@ from vfasim.hw import HardwareConfig
 from vfasim.runner.options import Options, applies_to
 from vfasim.runner.spec import RunInputs
 
-CHIP_ONLY = ("kernel", "dispatch", "numerics_heads", "trace_cores", "jobs")
+CHIP_ONLY = ("kernel", "dispatch", "numerics_heads", "trace_cores", "jobs", "executor", "scheduler")
 
 
 def check_applies(inputs: RunInputs, config: HardwareConfig) -> None:
@@ -58,8 +59,14 @@ def _problems(i: RunInputs, config: HardwareConfig) -> Iterator[str]:
         return
     if i.given("numerics"):
         yield "numerics applies to one-core runs; on a chip give numerics_heads (--numerics-heads)"
-    if i.given("jobs") and not i.numerics_heads:
-        yield "jobs applies to a chip run's numerics over its heads: give numerics_heads (--numerics-heads) or leave it out"
+    for name in ("jobs", "executor", "scheduler"):
+        if i.given(name) and not i.numerics_heads:
+            yield (f"{name} applies to a chip run's numerics over its heads: give numerics_heads (--numerics-heads) "
+                   "or leave it out")
+    if i.executor == "dask" and i.scheduler is None:
+        yield "executor dask needs a scheduler (--scheduler ADDRESS, or scheduler= a dask.distributed.Client)"
+    if i.executor != "dask" and i.scheduler is not None:
+        yield "scheduler applies to executor dask; give both, or neither to run locally"
     if data_independent(policy) and not i.numerics_heads:
         yield from (f"{n} does not apply: {algo}'s chip run is timed without data, and no heads' numerics are asked "
                     "for (give numerics_heads, --numerics-heads N, to check numerics on generated data)"

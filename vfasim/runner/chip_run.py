@@ -331,8 +331,9 @@ def _numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, kv_head
     block_q, block_k = tiling_args[3:5]
     heads = dataclasses.replace(inputs, heads=n, kv_heads=n // group, batch=1, block_q=block_q, block_k=block_k,
                                 numerics="full", progress=False)  # the heads checked, as one core checks them
-    jobs = min(_numerics_jobs(inputs.jobs), n // group)
-    if jobs > 1:  # chunks of K/V heads on local processes: the same bits
+    dask = inputs.executor == "dask"
+    jobs = min(inputs.jobs or n // group if dask else _numerics_jobs(inputs.jobs), n // group)
+    if jobs > 1 or dask:  # chunks of K/V heads on local processes or a Dask cluster: the same bits
         return spread_numerics(config, dataclasses.replace(heads, progress=inputs.progress), policy, jobs), \
             list(range(n))
     with threadpool_limits(limits=1, user_api="blas"):  # as on one core: a fixed summation order, same bits

@@ -45,9 +45,10 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 import numpy as np
 
 from vfasim.errors import VfasimError
+from vfasim.exec import EXECUTORS
 from vfasim.functional import sampling
 from vfasim.runner.options import OPTION_RULES, Options
-from vfasim.runner.rules import core_list, flag, integer, number, optional, path, text, window
+from vfasim.runner.rules import choice, core_list, flag, integer, number, optional, path, scheduler, text, window
 
 if TYPE_CHECKING:
     from vfasim.hw import HardwareConfig
@@ -80,6 +81,7 @@ RULES: dict[str, Callable[[str, object], object]] = {
     "qkv": optional(path), "trace_out": optional(path), "trace_window": optional(window),
     "trace_cores": optional(core_list),
     "batch": integer, "numerics_heads": lambda n, v: integer(n, v, 0), "jobs": optional(integer),
+    "executor": lambda n, v: choice(n, v, EXECUTORS), "scheduler": optional(scheduler),
     "kernel_style": optional(text),
     "kernel": optional(lambda n, v: v if _is_kernel(v) else str(path(n, v))), "dispatch": optional(text),
 }

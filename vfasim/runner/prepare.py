@@ -109,8 +109,8 @@ def prepare(config: HardwareConfig, inputs: RunInputs, *, references: bool = Fal
 
 def spread_numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, jobs: int) -> dict:
     """The numerics block of ``inputs`` with full numerics (a chip run's heads: no top-k thresholds), as ``prepare``
-    and ``numerics_block`` give it, computed in chunks of whole K/V heads on ``jobs`` local processes
-    (``exec.compute``). Each chunk runs the engine beside its float64 oracle and fa2 baseline, read from or kept in
+    and ``numerics_block`` give it, computed in ``jobs`` chunks of whole K/V heads on the inputs' executor
+    (``exec.compute``: local processes, or tasks on a Dask cluster). Each chunk runs the engine beside its float64 oracle and fa2 baseline, read from or kept in
     the reference cache under the chunk's own Q, K and V. Heads are independent and each engine row computes as it
     would in one pass, so the block is the one pass's, bit for bit (a test holds them equal)."""
     from vfasim.exec import compute
@@ -126,7 +126,7 @@ def spread_numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, j
               config.o_in_place, i.cache) for a, b in zip(cuts[:-1], cuts[1:])]
     names = [f"numerics K/V heads {a}-{b - 1}" for a, b in zip(cuts[:-1], cuts[1:])]
     done: dict[int, tuple[EngineResult, np.ndarray, np.ndarray]] = {}
-    for index, part in compute(_chunk_numerics, tasks, names, "local", len(tasks), None):
+    for index, part in compute(_chunk_numerics, tasks, names, i.executor, len(tasks), i.scheduler):
         done[index] = part
         if i.progress:
             print(f"\rnumerics: {len(done)}/{len(tasks)} chunks of K/V heads", end="", file=sys.stderr, flush=True)

@@ -24,6 +24,19 @@ def integer(name: str, value: object, low: int = 1) -> int:
     return int(value)
 
 
+def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise VfasimError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def scheduler(name: str, value: object) -> object:
+    """A Dask scheduler: its address (text) or a client (anything that submits tasks)."""
+    if isinstance(value, str) and value.strip() or hasattr(value, "submit"):
+        return value
+    raise VfasimError(f"{name} must be a Dask scheduler address or a dask.distributed.Client, got {value!r}")
+
+
 def flag(name: str, value: object) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise VfasimError(f"{name} must be True or False, got {value!r}")

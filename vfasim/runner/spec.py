@@ -68,6 +68,8 @@ class RunInputs:
     progress: bool = False
     cache: bool = True
     jobs: int | None = None
+    executor: str = "local"
+    scheduler: Any = None  # with executor dask: its scheduler's address or a dask.distributed.Client
 
     def given(self, name: str) -> bool:
         """Whether field ``name`` was given a value other than its default (None is never given)."""
@@ -79,7 +81,7 @@ class RunInputs:
 DEFAULTS: dict[str, Any] = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
                             for f in fields(RunInputs)}
 #: RunInputs fields that choose outputs, not the result: no part of a spec
-NOT_IN_SPEC = ("trace_out", "trace_window", "trace_cores", "progress", "cache", "jobs")
+NOT_IN_SPEC = ("trace_out", "trace_window", "trace_cores", "progress", "cache", "jobs", "executor", "scheduler")
 #: RunInputs fields a spec holds as they are (besides hw, algo, kernel and the algorithm options), in its order
 FIELDS = tuple(f.name for f in fields(RunInputs) if f.name not in ("hw", "algo", "kernel", "options", *NOT_IN_SPEC))
 #: a spec's keys, in its order; ``results.RunSpec`` declares their types for type checkers (a test holds the two
