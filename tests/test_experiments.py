@@ -201,6 +201,11 @@ def test_the_blind_study_runs_every_blind_campaigns_rows_on_both_tiers(tmp_path)
     assert sum(r["rows"] for r in lines) == len(first) == out[-1]["rows"]  # every row once, and in the total
     assert all(r["tier2_mape"] >= abs(r["tier2_mean_error"]) and r["tier1_mape"] > 0 for r in out)
     assert (tmp_path / "blind.md").read_text().startswith("| campaign | kernel | mode | dtype | rows |")
+    other = study.main(["--max-rows", "1", "--campaigns", "occupancy_", "--out", str(tmp_path)])
+    assert {r["campaign"] for r in other} == {"occupancy_h100_2026_11", "occupancy_h200_2026_11", "all"}
+    assert (tmp_path / "occupancy.md").exists()
+    with pytest.raises(SystemExit):
+        study.main(["--campaigns", "nothing_", "--out", str(tmp_path)])
 
 
 def test_fa2s_uneven_mask_figure_is_the_least_error_of_its_neighbours_on_its_calibration_campaign():
