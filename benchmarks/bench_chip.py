@@ -14,8 +14,8 @@ Cases (timing only; numerics off, as ``vfasim run --hw H100-SXM`` does by defaul
   rescale makes the trace depend on the data: every head's QK side is computed (``engine_trace``), so most of
   its time is outside the event loop, and its figure per unit is not the loop's.
 - with ``--numerics``: the batch-1 prefill layer with numerics on all 32 heads (target 90 s), spread over one local
-  process per core a chunk of K/V heads each (``vfasim.run``'s default ``jobs``); its CPU seconds count those
-  processes too.
+  process per core a chunk of K/V heads each (``vfasim.run``'s default ``jobs``; ``--jobs 1``: one pass), the
+  references computed, not read from the cache; its CPU seconds count those processes too.
 
 How these sizes are reachable: fa2 and vfa traces do not depend on the data, so the trace is
 emitted without arithmetic for two heads of one K/V-head group (its first, which carries the key
@@ -75,6 +75,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2K prefill, 8K decode, 2K FA4")
     parser.add_argument("--numerics", action="store_true", help="also numerics on all 32 heads of the layer")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="processes for those numerics (default vfasim.run's: one per core; 1: one pass)")
     args = parser.parse_args()
     prefill_len, decode_len = (2048, 8192) if args.quick else (16384, 65536)
     rows = [case("prefill b1", algo, seq_len=prefill_len, batch=1, **PREFILL) for algo in ("fa2", "vfa")]
@@ -83,7 +85,8 @@ def main() -> None:
     fa4 = {**PREFILL, "block_q": None, "block_k": None}  # the kernel's own tiles
     rows.append(case("fa4 B200", "fa4", "B200", kernel="fa4", seq_len=2048 if args.quick else 8192, batch=1, **fa4))
     if args.numerics:
-        rows.append(case("numerics", "vfa", seq_len=prefill_len, batch=1, numerics_heads=32, **PREFILL))
+        rows.append(case("numerics", "vfa", seq_len=prefill_len, batch=1, numerics_heads=32, jobs=args.jobs,
+                         cache=False, **PREFILL))
     print(f"{'case':<12}{'algo':<6}{'wall s':>8}{'CPU s':>8}{'us/unit':>9}{'loop us':>9}{'target':>7}{'target s':>10}"
           f"{'units':>8}{'model us':>11}{'TFLOP/s':>9}{'HBM TB/s':>10}  bound")
     for name, algo, seconds, cpu, loop, chip in rows:
