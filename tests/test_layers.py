@@ -7,9 +7,10 @@ layer and those below):
 1. contracts and descriptions: the trace, number formats, hardware configs, kernels;
 2. models: the functional engine, core timing, the chip model, workloads and Q/K/V files (``io``);
 3. trace renderers: Perfetto views of a trace or a chip launch (they read models' outputs only);
-4. the run (``runner``): input rules and algorithm options, the run spec, preparation, the chip run, the API;
-5. applications: where their tasks run (``exec``), sweeps, validation and calibration, the paper's figure,
-   sensitivity;
+4. the run (``runner``): input rules and algorithm options, the run spec, preparation, the chip run, the API; and
+   where independent tasks run (``exec``: in this process, local processes, Dask), which a run's numerics over many
+   heads use as applications do;
+5. applications: sweeps, validation and calibration, the paper's figure, sensitivity;
 6. reports of applications (``report``, ``validate.report``); 7. the command line and the package's front.
 """
 
@@ -25,8 +26,8 @@ LAYERS = [
     ("vfasim.trace", "vfasim.formats", "vfasim.hw", "vfasim.kernel"),
     ("vfasim.functional", "vfasim.sim", "vfasim.chip", "vfasim.workloads", "vfasim.io.qkv_files"),
     ("vfasim.report.perfetto", "vfasim.report.chip_perfetto"),
-    ("vfasim.runner",),
-    ("vfasim.exec", "vfasim.sweep", "vfasim.validate", "vfasim.figure", "vfasim.sensitivity"),
+    ("vfasim.runner", "vfasim.exec"),
+    ("vfasim.sweep", "vfasim.validate", "vfasim.figure", "vfasim.sensitivity"),
     ("vfasim.report", "vfasim.validate.report"),
     ("vfasim.cli", "vfasim"),
 ]
