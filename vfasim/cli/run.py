@@ -233,8 +233,8 @@ def _coverage(doc: dict) -> dict:
 
 
 #: options of vfasim run that choose outputs, not the run: allowed beside --spec
-OUTPUT_OPTIONS = ("spec", "trace_out", "trace_window", "trace_cores", "roofline_out", "json", "quiet", "check", "command", "cache",
-                  "jobs", "executor", "scheduler")
+OUTPUT_OPTIONS = ("spec", "trace_out", "trace_window", "trace_cores", "roofline_out", "json", "quiet", "check", "command",
+                  "cache", "jobs", "executor", "scheduler")
 
 
 def _heads_arg(value: str) -> int | str:

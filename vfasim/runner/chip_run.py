@@ -14,7 +14,7 @@ all its rows, valid or not (an MMA tile has no partial rows); its Q loads and O
 stores move the valid rows only. Numerics are computed only when asked, on the first ``numerics_heads`` heads
 (rounded up to whole GQA groups) of a workload with that many heads, and the
 result names those heads; with more than one K/V head among them, in chunks of K/V heads on ``jobs`` local
-processes (``prepare.spread_numerics``: the same bits as one pass).
+processes or as tasks on a Dask cluster (``prepare.spread_numerics``: the same bits as one pass).
 """
 
 from __future__ import annotations

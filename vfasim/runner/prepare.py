@@ -110,9 +110,10 @@ def prepare(config: HardwareConfig, inputs: RunInputs, *, references: bool = Fal
 def spread_numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, jobs: int) -> dict:
     """The numerics block of ``inputs`` with full numerics (a chip run's heads: no top-k thresholds), as ``prepare``
     and ``numerics_block`` give it, computed in ``jobs`` chunks of whole K/V heads on the inputs' executor
-    (``exec.compute``: local processes, or tasks on a Dask cluster). Each chunk runs the engine beside its float64 oracle and fa2 baseline, read from or kept in
-    the reference cache under the chunk's own Q, K and V. Heads are independent and each engine row computes as it
-    would in one pass, so the block is the one pass's, bit for bit (a test holds them equal)."""
+    (``exec.compute``: local processes, or tasks on a Dask cluster). Each chunk runs the engine beside its float64
+    oracle and fa2 baseline, read from or kept in the reference cache under the chunk's own Q, K and V. Heads are
+    independent and each engine row computes as it would in one pass, so the block is the one pass's, bit for bit (a
+    test holds them equal)."""
     from vfasim.exec import compute
 
     i = _folded(inputs)
