@@ -53,14 +53,24 @@ def stamped(q, k, v, causal: bool, mode: str, kr, n_programs: int, rotate: bool)
     return out
 
 
+def _shape(text: str) -> tuple:
+    """``mode:dtype:D:seq_len:batch:heads`` as a case (mode, head_dim, seq_len, batch, heads, rotate, dtype)."""
+    parts = text.split(":")
+    if len(parts) != 6 or parts[0] not in ("fa2", "vfa") or parts[1] not in ("fp16", "bf16", "fp8_e4m3"):
+        raise ValueError(f"expected mode:dtype:D:seq_len:batch:heads (fa2|vfa, fp16|bf16|fp8_e4m3), got {text!r}")
+    d, n, b, h = (int(x) for x in parts[2:])
+    return parts[0], d, n, b, h, False, parts[1]
+
+
 def run_case(i: int, spec: tuple, causal: bool, timer, calls: int) -> tuple[list[dict], dict]:
     import torch
 
     from harness import kernels
     from harness.attention import Case, Inputs
 
-    mode, d, n, b, h, rotate = spec
-    q, k, v = Inputs(Case(b, h, h, n, n, d, causal, "dispatch"), 4000 + i).get("fp16")
+    mode, d, n, b, h, rotate, *rest = spec
+    dtype = rest[0] if rest else "fp16"
+    q, k, v = Inputs(Case(b, h, h, n, n, d, causal, "dispatch"), 4000 + i).get(dtype)
     bm, bn = kernels.config_for(d, n)[:2]
     kr = kernels.krepr(k, bn) if mode == "vfa" else None
     timing = timer.time(lambda: kernels.attention(q, k, v, causal, mode, kr=kr, rotate=rotate))
@@ -75,7 +85,8 @@ def run_case(i: int, spec: tuple, causal: bool, timer, calls: int) -> tuple[list
         st = stamped(q, k, v, causal, mode, kr, n_m * b * h, rotate)
         spans.append(int(st[:, 2].max()))
         first = st if first is None else first
-    label = f"{mode}{'_rotated' if rotate else ''}_d{d}_s{n}_b{b}_{'causal' if causal else 'full'}"
+    label = (f"{mode}{'_rotated' if rotate else ''}{'' if dtype == 'fp16' else '_' + dtype}_d{d}_s{n}_b{b}_"
+             f"{'causal' if causal else 'full'}")
     rows = [{"case": label, "mode": mode, "causal": str(causal).lower(), "head_dim": d, "seq_len": n, "batch": b,
              "heads": h, "pid_m": p % n_m, "pid_bh": p // n_m, "sm": int(sm), "start_ns": int(t0), "end_ns": int(t1),
              "sm_cycles": int(c)} for p, (sm, t0, t1, c) in enumerate(first)]
@@ -96,9 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="folder for programs.csv, calls.csv and the rest (created)")
     ap.add_argument("--quick", action="store_true", help="one small case (smoke run)")
     ap.add_argument("--calls", type=int, default=3, help="stamped calls per case (default 3)")
+    ap.add_argument("--shapes", default="", help="instead of the built-in cases, 'mode:dtype:D:seq_len:batch:heads,...' "
+                    "(mode fa2 or vfa, dtype fp16, bf16 or fp8_e4m3), each causal and not")
     a = ap.parse_args(argv[1:])
     if a.calls < 1:
         ap.error("--calls must be at least 1")
+    try:
+        shapes = [_shape(text) for text in a.shapes.split(",") if text]
+    except ValueError as exc:
+        ap.error(f"--shapes: {exc}")
     import torch
 
     from harness import kernels
@@ -122,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         f"triton {base['triton']}")
     timer = Timer()
     programs, calls = [], []
-    for i, spec in enumerate(QUICK if a.quick else CASES):
+    for i, spec in enumerate(shapes or (QUICK if a.quick else CASES)):
         for causal in (False, True):
             rows, call = run_case(2 * i + causal, spec, causal, timer, a.calls)
             programs += rows
