@@ -243,9 +243,10 @@ def test_the_units_table_keeps_the_cta_count_at_every_length(gpu):
     assert {int(r["heads"]) * int(r["seq_len"]) // 128 for r in rows} == {1056}
 
 
-def test_the_dispatch_table_has_one_stamped_row_per_program_of_every_case():
-    """validation/dispatch_h100_2026_11: each case's programs, each once, on an SM, ending after it starts."""
-    folder = ROOT / "validation" / "dispatch_h100_2026_11"
+@pytest.mark.parametrize("campaign", ["dispatch_h100_2026_11", "dispatch_fp8_h100_2026_11"])
+def test_the_dispatch_table_has_one_stamped_row_per_program_of_every_case(campaign):
+    """validation/dispatch_*: each case's programs, each once, on an SM, ending after it starts."""
+    folder = ROOT / "validation" / campaign
     with (folder / "programs.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     with (folder / "calls.csv").open(newline="") as f:
@@ -558,3 +559,24 @@ def test_the_occupancy_profile_shows_a_lone_efficient_cta_issuing_on_under_a_thi
     assert warps[("sdpa_efficient", 64, 1)] == 4.0  # one 4-warp CTA an SM: a warp a scheduler
     assert issue[("sdpa_efficient", 64, 1)] < 30 < issue[("sdpa_flash", 64, 2)]  # alone: latency-bound issue
     assert issue[("sdpa_efficient", 64, 4)] > 2 * issue[("sdpa_efficient", 64, 1)]  # four CTAs hide it
+
+
+def test_a_causal_cta_of_fa2s_triton_kernel_costs_thousands_of_cycles_more_in_fp8():
+    """validation/dispatch_fp8_h100_2026_11: beyond its key blocks, a causal CTA costs FA2's kernel far more than a
+    full one in fp8 (its masked blocks' loop of their own), and little more in fp16 or in VFA's one-loop kernel."""
+    import numpy as np
+
+    with (ROOT / "validation" / "dispatch_fp8_h100_2026_11" / "programs.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    cycles: dict[tuple[str, int], list[int]] = {}
+    for r in rows:
+        cycles.setdefault((r["case"], int(r["pid_m"])), []).append(int(r["sm_cycles"]))
+
+    def extra(stem: str) -> float:  # d128, 512 tokens: query block p walks p + 1 key blocks of 128, a full CTA 4
+        causal = [float(np.median(cycles[(f"{stem}_causal", p)])) for p in range(4)]
+        rate, intercept = np.polyfit(np.arange(1, 5), causal, 1)
+        return intercept - (float(np.median(cycles[(f"{stem}_full", 0)])) - 4 * rate)
+
+    fp8, fp16 = extra("fa2_fp8_e4m3_d128_s512_b32"), extra("fa2_d128_s512_b32")
+    vfa8 = extra("vfa_fp8_e4m3_d128_s512_b32")
+    assert fp8 > 2000 and fp8 > 1.8 * fp16 and fp8 > 2.5 * vfa8 and 0 < vfa8 < 1500
