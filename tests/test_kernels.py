@@ -407,6 +407,26 @@ def test_fa2s_uneven_causal_code_masks_one_more_block_and_prices_its_masks_at_th
     assert given.chip["units"] == own.chip["units"] and given.latency_cycles < own.latency_cycles
 
 
+def test_the_triton_kernels_fa2_walk_pays_its_masked_blocks_loop_in_fp8_causal_launches():
+    # harness/kernels.py: fa2 walks its masked blocks in a loop of their own, vfa in one loop with the rest; each CTA
+    # of a causal fp8 launch of fa2 pays the tile's masked_loop_cycles (validation/dispatch_fp8_h100_2026_11)
+    triton = load_kernel("triton")
+    assert triton.masked_loop_apart == ["fa2"] and triton.tile(128, "8bit", True).masked_loop_cycles == 1900
+    assert triton.tile(128, "16bit", True).masked_loop_cycles is None
+    together = triton.model_copy(update={"masked_loop_apart": []})
+    kw = dict(seq_len=1024, head_dim=128, heads=16, batch=4, matmul_format="fp8_e4m3", numerics_heads=0)
+
+    def cycles(algo: str, kernel, **more) -> int:
+        return vfasim.run("H100-SXM", algo, kernel=kernel, **{**kw, **more}).latency_cycles
+
+    assert cycles("fa2", triton) > cycles("fa2", together) * 1.02
+    assert cycles("vfa", triton) == cycles("vfa", together)  # one loop
+    assert cycles("fa2", triton, causal=False) == cycles("fa2", together, causal=False)  # no masked blocks
+    given = dict(block_q=128, block_k=128)  # the figure is the kernel's own tiles'
+    assert cycles("fa2", triton, **given) == cycles("fa2", together, **given)
+    assert cycles("fa2", triton, matmul_format="fp16") == cycles("fa2", together, matmul_format="fp16")
+
+
 def test_uneven_figures_need_the_trailing_steps_rule():
     fa3 = load_kernel("fa3")
     with pytest.raises(ValueError, match="need causal_masking: trailing_steps"):

@@ -104,6 +104,7 @@ class Geometry:
     per_kv_head_ops: bool = True  # with ``representative``: the traced head carries ops done once per K/V head
     main_path: bool = False  # a decode step the kernel's main (prefill) kernel runs (``DecodeRule.runs``)
     uneven: bool = False  # the launch runs the kernel's uneven code (``Kernel.uneven``)
+    masked_loop: bool = False  # a causal launch whose CTAs walk their masked blocks in a loop of their own
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     slots = streams // group
     split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
     splits = min(geo.splits, geo.n_kblocks) or split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
-    plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), tuning.overhead(rule.cta_cycles))
+    overhead = tuning.overhead(rule.cta_cycles) + (rule.masked_loop_cycles or 0 if geo.masked_loop else 0)
+    plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), overhead)
     digest = trace.digest() if reusing() else ""  # the trace's identity in the keys of what is reused (``reuse``)
     strip = geo.n_qblocks if geo.representative and geo.per_kv_head_ops else None
     launch = cached(("launch", digest, geo, group, splits, kernel.pad_streams),

@@ -98,6 +98,10 @@ class TileRule(_Strict):
         default=None, gt=0, le=1e3, allow_inf_nan=False, strict=True, description="The kernel's mask_work in a causal "
         "launch of its uneven code with this tile (causal_masking: trailing_steps), measured against its even code; "
         "absent: mask_work")
+    masked_loop_cycles: int | None = Field(
+        strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of a causal launch of this tile pays "
+        "to walk its masked blocks in a loop of their own (an algorithm the kernel's masked_loop_apart names), "
+        "measured; absent: none")
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
 
     @model_validator(mode="after")
@@ -326,6 +330,10 @@ class Kernel(_Strict):
         default=None, gt=0, description="With trailing_steps: above this head dim the kernel is compiled uneven "
         "whatever the lengths (FlashAttention-2 instantiates Is_even_MN only up to head dim 128); absent: never",
         strict=True)
+    masked_loop_apart: list[str] = Field(
+        default_factory=list, description="Algorithms whose masked key blocks the source walks in a loop of their own "
+        "after the unmasked ones (a compiler pipelines each loop apart: the second one's first loads wait for the "
+        "first to end); their causal launches pay each tile's masked_loop_cycles a CTA, with the kernel's own tiles")
     mask_work: float = Field(default=1.0, gt=0, le=1e3, allow_inf_nan=False, strict=True, description=(
         "Vector operations per score element of a causal launch's masked iteration (index arithmetic, compares and "
         "selects, and what the masked code path costs beyond them); 1: one operation"))

@@ -109,7 +109,7 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
         trace = _q_with_every_key_block(trace)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative, seq_len, splits, rows, sample, policy.minit, main_path,
-                   uneven)
+                   uneven, masked_loop=causal and own and algo in k.masked_loop_apart)
     tile = dataclasses.replace(tu, block_q=block_q, head_dim=compute_dim)  # whole rows, valid or not; padded columns
     res = simulate_chip(trace, config, k, rule, geo, _shape(tile, precision), dispatch, inputs.schedule,
                         samples=inputs.trace_out is not None)
