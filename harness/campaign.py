@@ -9,11 +9,25 @@ Cases are (kernel, batch, heads, kv_heads, seq_len, head_dim, causal): fp16, as 
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Callable
 
 from harness.rows import ATTENTION, PROFILE, SKIPPED, CampaignLog, Table, chip_name, write_sidecar
 
 Case = tuple[str, int, int, int, int, int, bool]
+
+
+def campaign_main(module: str, doc: str, grid: Callable[[bool], list[Case]], seed: int, quick_help: str,
+                  argv: list[str]) -> int:
+    """``python3 -m <module> --out DIR [--quick] [--budget-s S]``: the campaign of ``grid`` (``doc``'s first line its
+    description), timed by ``prefill_campaign``."""
+    ap = argparse.ArgumentParser(prog=f"python3 -m {module}", description=doc.splitlines()[0])
+    ap.add_argument("--out", required=True, help="folder for the tables (created)")
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--budget-s", type=float, default=300.0, help="wall-clock budget; later cases go to skipped.csv")
+    a = ap.parse_args(argv)
+    return prefill_campaign(module, argv, a.out, a.budget_s, grid(a.quick), seed=seed)
 
 
 def prefill_campaign(prog: str, argv: list[str], out: str, budget_s: float, cases: list[Case], seed: int) -> int:

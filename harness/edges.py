@@ -15,7 +15,6 @@ instantiation ran), ``skipped.csv``, sidecars with the provenance, ``clocks_trac
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 #: on a multiple of 128, one past it, and lengths of the other campaigns that are on no tile edge
@@ -34,14 +33,9 @@ def grid(quick: bool = False) -> list[tuple[str, int, int, int, int, int, bool]]
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python3 -m harness.edges", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="folder for the tables (created)")
-    ap.add_argument("--quick", action="store_true", help="two lengths only (smoke run)")
-    ap.add_argument("--budget-s", type=float, default=300.0, help="wall-clock budget; later cases go to skipped.csv")
-    a = ap.parse_args(argv)
-    from harness.campaign import prefill_campaign
-    return prefill_campaign("harness.edges", argv, a.out, a.budget_s, grid(a.quick), seed=5000)
+    from harness.campaign import campaign_main
+    return campaign_main("harness.edges", __doc__, grid, 5000, "two lengths only (smoke run)",
+                         sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ give 16 or 64 CTAs a head, efficient's 64-row tiles twice that. Output as ``harn
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 KERNELS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "triton_fa2")
@@ -30,14 +29,9 @@ def grid(quick: bool = False) -> list[tuple[str, int, int, int, int, int, bool]]
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python3 -m harness.occupancy", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="folder for the tables (created)")
-    ap.add_argument("--quick", action="store_true", help="two head counts at 2,048 tokens (smoke run)")
-    ap.add_argument("--budget-s", type=float, default=300.0, help="wall-clock budget; later cases go to skipped.csv")
-    a = ap.parse_args(argv)
-    from harness.campaign import prefill_campaign
-    return prefill_campaign("harness.occupancy", argv, a.out, a.budget_s, grid(a.quick), seed=7000)
+    from harness.campaign import campaign_main
+    return campaign_main("harness.occupancy", __doc__, grid, 7000, "two head counts at 2,048 tokens (smoke run)",
+                         sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":
