@@ -331,9 +331,8 @@ def _numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, kv_head
     block_q, block_k = tiling_args[3:5]
     heads = dataclasses.replace(inputs, heads=n, kv_heads=n // group, batch=1, block_q=block_q, block_k=block_k,
                                 numerics="full", progress=False)  # the heads checked, as one core checks them
-    dask = inputs.executor == "dask"
-    jobs = min(inputs.jobs or n // group if dask else _numerics_jobs(inputs.jobs), n // group)
-    if jobs > 1 or dask:  # chunks of K/V heads on local processes or a Dask cluster: the same bits
+    jobs = _numerics_jobs(inputs.jobs, inputs.executor, n // group)
+    if jobs > 1 or inputs.executor == "dask":  # chunks of K/V heads on local processes or a Dask cluster: same bits
         return spread_numerics(config, dataclasses.replace(heads, progress=inputs.progress), policy, jobs), \
             list(range(n))
     with threadpool_limits(limits=1, user_api="blas"):  # as on one core: a fixed summation order, same bits
@@ -343,12 +342,14 @@ def _numerics(config: HardwareConfig, inputs: RunInputs, policy: Policy, kv_head
     return numerics, list(range(n))
 
 
-def _numerics_jobs(jobs: int | None) -> int:
-    """Processes for a chip run's heads' numerics: as given, else one per core, or one in a process that is itself
-    a pool's worker (a sweep's or validate's point: pools do not nest)."""
-    if jobs is not None:
-        return jobs
-    return 1 if multiprocessing.parent_process() is not None else os.cpu_count() or 1
+def _numerics_jobs(jobs: int | None, executor: str, kv_heads: int) -> int:
+    """Chunks of a chip run's heads' numerics, at most one a K/V head: as given, else on Dask one a K/V head, locally
+    one per core, or one in a process that is itself a pool's worker (a sweep's or validate's point: pools do not
+    nest)."""
+    if jobs is None:
+        local = 1 if multiprocessing.parent_process() is not None else os.cpu_count() or 1
+        jobs = kv_heads if executor == "dask" else local
+    return min(jobs, kv_heads)
 
 
 def _fields(config: HardwareConfig, algo: str, res: ChipResult, trace: Trace, policy: Policy, kernel: Kernel,
