@@ -279,7 +279,7 @@ def test_ncu_table_joins_the_raw_page_with_the_probe_manifest(tmp_path):
 
 def test_the_gpu_side_tools_answer_help_without_torch():
     for module in ("harness.sustained", "harness.ncu_table", "harness.asm_dump", "harness.probe", "harness.dispatch",
-                   "harness.mma"):
+                   "harness.mma", "harness.launches"):
         code = (f"import sys, runpy; sys.argv = ['{module}', '--help']\n"
                 f"try:\n    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit as e:\n"
                 f"    assert e.code == 0, e.code\nassert 'torch' not in sys.modules and 'triton' not in sys.modules")
@@ -580,3 +580,26 @@ def test_a_causal_cta_of_fa2s_triton_kernel_costs_thousands_of_cycles_more_in_fp
     fp8, fp16 = extra("fa2_fp8_e4m3_d128_s512_b32"), extra("fa2_d128_s512_b32")
     vfa8 = extra("vfa_fp8_e4m3_d128_s512_b32")
     assert fp8 > 2000 and fp8 > 1.8 * fp16 and fp8 > 2.5 * vfa8 and 0 < vfa8 < 1500
+
+
+def test_the_launches_campaign_prices_a_further_kernel_below_a_calls_first_and_sees_cudnns_memset():
+    """validation/launches_h200_2026_11: 1-4 empty kernels a call rise by about the back-to-back figure a kernel,
+    well under a call of one; every cuDNN call of its sm90 kernel launches a Memset, its one-query decode none."""
+    folder = ROOT / "validation" / "launches_h200_2026_11"
+    for name in ("calls.csv", "profile.csv"):
+        assert R.read_sidecar_keys(folder / name.replace(".csv", ".yaml")) >= {"gpu", "command", "torch"}
+    with (folder / "calls.csv").open(newline="") as f:
+        us = {r["case"]: float(r["median_us"]) for r in csv.DictReader(f)}
+    k = [1, 2, 3, 4]
+    t = [us[f"empty_x{n}"] for n in k]
+    slope = (sum((a - 2.5) * (b - sum(t) / 4) for a, b in zip(k, t))) / sum((a - 2.5) ** 2 for a in k)
+    assert 1.0 < slope < 2.0 < t[0]  # a further kernel costs about the queued figure (1.356 us), not a call's first
+    with (folder / "profile.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["kernel"] == "sdpa_cudnn"]
+    calls: dict[tuple, set] = {}
+    for r in rows:
+        calls.setdefault((r["dtype"], r["batch"], r["heads"], r["seq_len_q"], r["seq_len"]), set()).add(
+            r["cuda_kernel"][:40])
+    memset = {c for c, names in calls.items() if "Memset (Device)" in names}
+    sm90 = {c for c, names in calls.items() if any("sm90" in n for n in names)}
+    assert memset == sm90 and len(sm90) >= 8 and len(calls) > len(sm90)

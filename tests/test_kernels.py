@@ -353,6 +353,22 @@ def test_a_kernels_side_launches_each_cost_a_launch_where_they_apply():
         Kernel.model_validate({**flex.model_dump(), "side_launches": [{"when": "sometimes", "count": 1, "source": "x"}]})
 
 
+def test_a_side_launch_of_the_main_kernel_runs_where_the_split_path_does_not():
+    # cuDNN launches a Memset before its sm90 kernel (prefill, multi-query decode), none beside its one-query
+    # decode kernels: a decode step of one query pays no extra launch, one of four queries (the main kernel) does
+    cudnn = load_kernel("cudnn")
+    assert [cudnn.side_launch_count(c, d) for c, d in ((True, False), (False, False), (False, True))] == [1, 1, 0]
+    h100 = load_hw("H100-SXM")
+    launch = h100.chip.launch_overhead_us * h100.clock_ghz * 1e3
+    none = cudnn.model_copy(update={"side_launches": []})
+    for queries, extra in ((1, 0), (4, 1)):
+        kw = dict(seq_len=8192, head_dim=128, heads=32, kv_heads=8, decode=True, queries=queries, causal=False,
+                  numerics_heads=0)
+        with_side = vfasim.run("H100-SXM", "fa2", kernel=cudnn, **kw).latency_cycles
+        without = vfasim.run("H100-SXM", "fa2", kernel=none, **kw).latency_cycles
+        assert with_side - without == pytest.approx(extra * launch, abs=1)
+
+
 def test_a_warp_grid_must_hold_the_tiles_warps_and_needs_operand_reads():
     doc = yaml.safe_load((KERNELS / "efficient.yaml").read_text())
     doc["tiles"][0]["warp_grid"] = [2, 4]

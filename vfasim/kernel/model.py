@@ -175,8 +175,9 @@ class SideLaunch(_Strict):
     """Kernels one call launches beside the attention kernel (and a split's combine): set-up or reduction kernels of
     the source's own, each costing the chip's ``launch_overhead_us``."""
 
-    when: Literal["always", "unmasked", "decode"] = Field(description="always; unmasked: calls without a causal "
-                                                          "mask; decode: decode steps the split-KV path runs")
+    when: Literal["always", "unmasked", "decode", "main"] = Field(
+        description="always; unmasked: calls without a causal mask; decode: decode steps the split-KV path runs; "
+                    "main: calls the main kernel runs (prefill, and decode steps the split-KV path does not take)")
     count: int = Field(strict=True, gt=0, le=64, description="Kernels launched")
     source: str = Field(min_length=1)
 
@@ -400,7 +401,7 @@ class Kernel(_Strict):
 
     def side_launch_count(self, causal: bool, decode: bool) -> int:
         """Kernels a call with this mask and mode launches beside the attention kernel and its combine."""
-        on = {"always": True, "unmasked": not causal, "decode": decode}
+        on = {"always": True, "unmasked": not causal, "decode": decode, "main": not decode}
         return sum(side.count for side in self.side_launches if on[side.when])
 
     def uneven(self, rule: TileRule, head_dim: int, seq_len_q: int, kv_len: int) -> bool:

@@ -1,0 +1,150 @@
+"""What each further kernel of a call costs, and which kernels each attention call launches.
+
+Usage on the GPU machine (repository root)::
+
+    python3 -m harness.launches --out DIR [--quick]
+
+Why: the chip model prices a call's first launch at the chip's ``launch_overhead_us`` (one empty kernel between two
+events) and each further kernel of the call (a split's combine, a side launch such as cuDNN's Memset, the attention
+kernel after VFA's key-summary pre-pass) at ``next_launch_us``, the GPU time of an empty kernel queued behind others.
+This campaign measures both under the campaigns' own timing, and lists the kernels each attention call launches.
+
+- ``calls.csv``: calls of k = 1, 2, 3, 4 empty Triton kernels, and of a 4 KiB fill (``torch.Tensor.zero_``) then
+  one empty kernel, each timed as the campaigns time a call (``harness.bench.Timer``: L2 flushed, a sleep kernel
+  ahead so the host runs ahead, CUDA events, median): the slope over k is what a further kernel adds.
+- ``profile.csv``: SDPA's flash, efficient and cuDNN backends and this project's Triton FA2 and VFA (pre-pass and
+  attention kernel, as ``harness.attention.triton_calls`` times them) at prefill and decode shapes, fp16 and bf16:
+  every CUDA kernel a call launches (``torch.profiler`` around 5 calls after 3 warm-ups: launches and GPU
+  microseconds per call), and the call timed as above (``call_us``), so that what a call costs beyond its kernels'
+  GPU time can be read beside its launch count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+#: (batch, heads, kv_heads, head_dim, seq_len_q, seq_len, causal) of the profiled calls: prefill small and large,
+#: causal and not; decode of one and of four queries, short and long K/V, GQA and not
+SHAPES = ((1, 8, 8, 128, 512, 512, False), (1, 8, 8, 128, 512, 512, True), (4, 32, 32, 64, 2048, 2048, True),
+          (2, 16, 16, 128, 4096, 4096, False), (1, 32, 8, 128, 1, 2048, False), (8, 32, 32, 128, 1, 512, False),
+          (8, 32, 8, 128, 4, 8192, False), (32, 12, 12, 128, 2, 1500, False), (1, 8, 1, 128, 1, 65536, False))
+QUICK_SHAPES = SHAPES[:1] + SHAPES[4:5]
+KERNELS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "triton_fa2", "triton_vfa")
+DTYPES = ("fp16", "bf16")
+CALL_COLUMNS = ["case", "kernels", "median_us", "spread_pct", "reps"]
+PROFILE_COLUMNS = ["kernel", "dtype", "batch", "heads", "kv_heads", "head_dim", "seq_len_q", "seq_len", "causal",
+                   "call_us", "call_spread_pct", "cuda_kernel", "launches_per_call", "us_per_call"]
+
+
+def empty_calls(timer, log) -> list[dict]:
+    """Calls of 1-4 empty kernels, and a fill then an empty kernel, timed as the campaigns time a call."""
+    import torch
+
+    from harness.micro import _empty_kernel
+
+    y = torch.zeros(1, device="cuda", dtype=torch.float32)
+    small = torch.empty(1024, device="cuda", dtype=torch.float32)
+
+    def empties(k: int):
+        def fn():
+            for _ in range(k):
+                _empty_kernel[(1,)](y)
+        return fn
+
+    def fill_then_empty():
+        small.zero_()
+        _empty_kernel[(1,)](y)
+
+    rows = []
+    for case, kernels, fn in [(f"empty_x{k}", k, empties(k)) for k in (1, 2, 3, 4)] \
+            + [("fill_then_empty", 2, fill_then_empty)]:
+        fn()
+        t = timer.time(fn, reps=200)
+        rows.append({"case": case, "kernels": kernels, "median_us": round(t.median_us, 4),
+                     "spread_pct": round(t.spread_pct, 2), "reps": t.reps})
+        log(f"{case}: {t.median_us:.3f} us (spread {t.spread_pct:.1f}%)")
+    return rows
+
+
+def profiled_calls(timer, log, shapes) -> list[dict]:
+    """Every CUDA kernel each attention call launches, and the call's time."""
+    import torch
+
+    from harness.attention import Case, Inputs, sdpa_call, triton_calls
+    from harness.bench import cuda_kernels
+
+    rows = []
+    for i, (b, h, hk, d, sq, sk, causal) in enumerate(shapes):
+        inputs = Inputs(Case(b, h, hk, sq, sk, d, causal, "launches"), 9000 + i)
+        for dtype in DTYPES:
+            q, k, v = inputs.get(dtype)
+            for kern in KERNELS:
+                try:
+                    if kern.startswith("sdpa"):
+                        call = sdpa_call(kern, q, k, v, causal)
+                    else:
+                        call = triton_calls(kern.split("_")[1], q, k, v, causal)[kern]
+                    for _ in range(3):
+                        call()
+                    torch.cuda.synchronize()
+                    launched = cuda_kernels(call, calls=5)
+                    t = timer.time(call)
+                except Exception as e:  # noqa: BLE001 - a refused backend or shape is logged, the run goes on
+                    log(f"{kern} {dtype} {(b, h, hk, d, sq, sk, causal)} failed: {type(e).__name__}: {e}"[:300])
+                    continue
+                for r in launched:
+                    rows.append({"kernel": kern, "dtype": dtype, "batch": b, "heads": h, "kv_heads": hk,
+                                 "head_dim": d, "seq_len_q": sq, "seq_len": sk, "causal": str(causal).lower(),
+                                 "call_us": round(t.median_us, 3), "call_spread_pct": round(t.spread_pct, 2),
+                                 "cuda_kernel": r["cuda_kernel"], "launches_per_call": r["launches_per_call"],
+                                 "us_per_call": round(r["us_per_call"], 4)})
+                log(f"{kern} {dtype} {(b, h, hk, d, sq, sk, causal)}: call {t.median_us:.1f} us; "
+                    + "; ".join(f"{r['cuda_kernel'][:40]} x{r['launches_per_call']:g} {r['us_per_call']:.1f}us"
+                                for r in launched))
+            inputs.drop(dtype)
+        del inputs
+        torch.cuda.empty_cache()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv if argv is None else argv
+    ap = argparse.ArgumentParser(prog="python -m harness.launches", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="folder for calls.csv, profile.csv and the rest (created)")
+    ap.add_argument("--quick", action="store_true", help="two shapes (smoke run)")
+    a = ap.parse_args(argv[1:])
+    import torch
+
+    from harness.bench import ClockSampler, Timer, provenance
+    from harness.rows import CampaignLog, write_rows, write_sidecar
+
+    log = CampaignLog(a.out, "harness.launches", argv)
+    if not torch.cuda.is_available():
+        log("no CUDA device")
+        return 1
+    clocks = ClockSampler(os.path.join(a.out, "clocks_trace.txt"))
+    note = {"method": "harness.bench.Timer (L2 flushed, sleep kernel ahead, CUDA events, median); kernels per call: "
+                      "torch.profiler around 5 calls after 3 warm-ups",
+            "inputs": "standard normal (seeded), fp16 and bf16"}
+    base = provenance(argv, note, {"quick": a.quick})
+    base["command"] = log.command
+    log(f"device {base['gpu']}, {base['sm_count']} SMs; driver {base['driver']}, torch {base['torch']}, "
+        f"triton {base['triton']}")
+    timer = Timer()
+    tables = (("calls.csv", empty_calls(timer, log), CALL_COLUMNS),
+              ("profile.csv", profiled_calls(timer, log, QUICK_SHAPES if a.quick else SHAPES), PROFILE_COLUMNS))
+    clocks.stop()
+    for name, rows, cols in tables:
+        path = os.path.join(a.out, name)
+        write_rows(path, rows, cols)
+        write_sidecar(path, {"table": name, **base, "finished": True, "rows": len(rows),
+                             "elapsed_s": round(log.elapsed(), 1)})
+    log(f"done in {log.elapsed():.0f} s")
+    log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
