@@ -188,6 +188,27 @@ def test_a_lone_fa2_cta_is_not_held_to_its_slot_share_of_the_tensor_pipes():
     assert one_an_sm.latency_cycles < 0.75 * two_an_sm.latency_cycles
 
 
+def _without_block_floor(kernel):
+    """``kernel`` with no tile's ``alone_block_cycles`` (prefill and decode tiles)."""
+    def bare(tiles):
+        return [t.model_copy(update={"alone_block_cycles": None}) for t in tiles]
+    decode = kernel.decode.model_copy(update={"tiles": bare(kernel.decode.tiles)}) if kernel.decode else None
+    return kernel.model_copy(update={"tiles": bare(kernel.tiles), "decode": decode})
+
+
+def test_a_unit_never_walks_its_key_blocks_faster_than_its_tile_alone():
+    # efficient's head dim 64 tile: a CTA alone on its SM takes 4,366 cycles a key block (measured); 32 lone CTAs of
+    # 128 key blocks each take at least that, and without the figure the model's pipes make them faster
+    eff = load_kernel("efficient")
+    rule = eff.decode.tiles[0]
+    assert rule.head_dim_max == 64 and rule.alone_block_cycles == 4366
+    bare = _without_block_floor(eff)
+    kw = dict(seq_len=8192, head_dim=64, heads=32, decode=True, queries=4, causal=False, numerics_heads=0)
+    floored, free = (vfasim.run("H100-SXM", "fa2", kernel=k, **kw) for k in (eff, bare))
+    assert free.latency_cycles < 128 * 4366 <= floored.latency_cycles
+    assert floored.latency_cycles < 128 * 4366 * 1.1  # the floor binds: launch and first loads beside it
+
+
 def test_a_warp_grid_reads_each_operand_once_per_warp_row_or_column():
     # efficient's 64 x 128 tile: 2 x 4 warps of 32 x 32; each warp reads 32 rows of Q (or P) and 32 columns of K
     # (or V) per step of the reduction: 2 B / 32 + 2 B / 32 per MAC; FA2's 4 x 1 layout gives what the test above does
@@ -668,7 +689,8 @@ def test_a_loop_that_is_not_pipelined_waits_for_hbm_where_one_unit_alone_reads_a
     base = h100.pipelines["mover"].startup_cycles
     assert in_order_core(h100, h100.chip, h100.clock_ghz, 2, from_hbm=True).pipelines["mover"].startup_cycles == \
         base + h100.chip.hbm.latency_cycles > base + h100.chip.l2.latency_cycles
-    efficient = load_kernel("efficient")  # loop_pipelined: false, no GQA packing
+    efficient = _without_block_floor(load_kernel("efficient"))  # loop_pipelined: false, no GQA packing; the lone
+    # tile's measured block cycles (alone_block_cycles) would bind both launches here
     kw = dict(seq_len=8192, head_dim=64, batch=1, decode=True, kernel=efficient, numerics_heads=0)
     alone = vfasim.run("H100-SXM", "fa2", heads=8, kv_heads=8, **kw)
     shared = vfasim.run("H100-SXM", "fa2", heads=8, kv_heads=2, **kw)  # the same 8 units, 4 reading each K/V head

@@ -305,7 +305,8 @@ def _memory_by_rows(core: HardwareConfig, rows: int) -> HardwareConfig:
 
 
 class UnitTimer:
-    """Compute cycles of a unit kind with k units on its core, each kind and k simulated once.
+    """Compute cycles of a unit kind with k units on its core, each kind and k simulated once; never fewer than
+    ``block_floor`` cycles a key tile of its longest stream (``TileRule.alone_block_cycles``).
 
     ``digest``: the trace's (``Trace.digest``), given inside a ``reuse`` scope, where each simulation is made once
     per key: the trace, the timing (its core by digest, score buffers, schedule, memory dealing), the streams' op ids
@@ -313,8 +314,9 @@ class UnitTimer:
     tier or fit trial with the same timing core) share them.
     """
 
-    def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind], digest: str = "") -> None:
-        self.trace, self.timing, self.kinds = trace, timing, kinds
+    def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind], digest: str = "",
+                 block_floor: int = 0) -> None:
+        self.trace, self.timing, self.kinds, self.block_floor = trace, timing, kinds, block_floor
         self._key = (digest, timing.core.digest(), timing.score_buffers, timing.schedule,
                      timing.resident_memory, timing.mma) if digest else ()
         self._cycles: dict[tuple[int, int], int] = {}
@@ -332,6 +334,9 @@ class UnitTimer:
                 a, b = (self._short(parts, timing, streams) for parts, timing in shorts)
                 period = (b - a) / (SHORT_TILES[1] - SHORT_TILES[0])
                 self._cycles[key] = int(round(b + (n - SHORT_TILES[1]) * period))
+            if self.block_floor:  # no faster than the tile's key blocks alone (``TileRule.alone_block_cycles``)
+                n = long[0] if long is not None else tile_count(self.trace, self.kinds[kind].streams)
+                self._cycles[key] = max(self._cycles[key], n * self.block_floor)
         return self._cycles[key]
 
     def _truncations(self, kind: int) -> tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None:

@@ -102,6 +102,11 @@ class TileRule(_Strict):
         strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of a causal launch of this tile pays "
         "to walk its masked blocks in a loop of their own (an algorithm the kernel's masked_loop_apart names), "
         "measured; absent: none")
+    alone_block_cycles: int | None = Field(
+        strict=True, default=None, gt=0, le=10**9, description="SM cycles a key block of this tile takes a CTA alone "
+        "on its SM, measured: its warps' chain of dependent instructions and loads, which the pipes' rates do not "
+        "bound where each scheduler holds one or two warps; no unit of the tile walks its key blocks faster, on a "
+        "core of its own or shared; absent: none")
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
 
     @model_validator(mode="after")
