@@ -88,3 +88,17 @@ def hand_trace(ops) -> Trace:
         step=np.array([s for _, s, *_ in ops], np.int32), kblock=np.array([b for _, _, b, *_ in ops], np.int32),
         dep_ptr=np.concatenate([[0], np.cumsum([len(ds) for *_, ds in ops])]).astype(np.int64),
         dep_idx=np.array(deps, np.int32))
+
+
+@pytest.fixture
+def efficient_unfloored():
+    """The memory-efficient kernel's description with no tile's measured ``block_cycles``: for tests of what the
+    pipes and loads give a unit, which those measured floors would hide."""
+    from vfasim.kernel import load_kernel
+
+    kernel = load_kernel("efficient")
+
+    def bare(tiles):
+        return [t.model_copy(update={"block_cycles": {}}) for t in tiles]
+    return kernel.model_copy(update={"tiles": bare(kernel.tiles),
+                                     "decode": kernel.decode.model_copy(update={"tiles": bare(kernel.decode.tiles)})})

@@ -188,25 +188,22 @@ def test_a_lone_fa2_cta_is_not_held_to_its_slot_share_of_the_tensor_pipes():
     assert one_an_sm.latency_cycles < 0.75 * two_an_sm.latency_cycles
 
 
-def _without_block_floor(kernel):
-    """``kernel`` with no tile's ``alone_block_cycles`` (prefill and decode tiles)."""
-    def bare(tiles):
-        return [t.model_copy(update={"alone_block_cycles": None}) for t in tiles]
-    decode = kernel.decode.model_copy(update={"tiles": bare(kernel.decode.tiles)}) if kernel.decode else None
-    return kernel.model_copy(update={"tiles": bare(kernel.tiles), "decode": decode})
-
-
-def test_a_unit_never_walks_its_key_blocks_faster_than_its_tile_alone():
-    # efficient's head dim 64 tile: a CTA alone on its SM takes 4,366 cycles a key block (measured); 32 lone CTAs of
-    # 128 key blocks each take at least that, and without the figure the model's pipes make them faster
+def test_a_unit_never_walks_its_key_blocks_faster_than_its_tile_alone(efficient_unfloored):
+    # efficient's head dim 64 tile: a CTA alone on its SM takes 4,366 cycles a key block, each of two sharing one 5,076
+    # (measured); 32 lone CTAs of 128 key blocks each take at least that, and without the figures the model's pipes
+    # make them faster
     eff = load_kernel("efficient")
     rule = eff.decode.tiles[0]
-    assert rule.head_dim_max == 64 and rule.alone_block_cycles == 4366
-    bare = _without_block_floor(eff)
+    assert rule.head_dim_max == 64 and rule.block_cycles[1] == 4366
+    bare = efficient_unfloored
     kw = dict(seq_len=8192, head_dim=64, heads=32, decode=True, queries=4, causal=False, numerics_heads=0)
     floored, free = (vfasim.run("H100-SXM", "fa2", kernel=k, **kw) for k in (eff, bare))
     assert free.latency_cycles < 128 * 4366 <= floored.latency_cycles
     assert floored.latency_cycles < 128 * 4366 * 1.1  # the floor binds: launch and first loads beside it
+    # 264 such CTAs, two an SM: each no faster than the figure measured with two sharing; three take two's figure
+    assert [rule.block_floor(k) for k in (1, 2, 3, 4, 5)] == [4366, 5076, 5076, 7727, 7727]
+    two = vfasim.run("H100-SXM", "fa2", kernel=eff, **{**kw, "heads": 264})
+    assert 128 * 5076 <= two.latency_cycles < 128 * 5076 * 1.1
 
 
 def test_a_warp_grid_reads_each_operand_once_per_warp_row_or_column():
@@ -679,7 +676,7 @@ def test_a_loop_that_is_not_pipelined_runs_each_stream_in_program_order_paying_t
     assert serial.latency_cycles > 1.2 * overlapped.latency_cycles
 
 
-def test_a_loop_that_is_not_pipelined_waits_for_hbm_where_one_unit_alone_reads_a_kv_head():
+def test_a_loop_that_is_not_pipelined_waits_for_hbm_where_one_unit_alone_reads_a_kv_head(efficient_unfloored):
     # in decode with one unit per K/V head (no query blocks or GQA heads of its own to read the tiles first), each
     # load of a loop that is not pipelined waits out the HBM latency; with GQA heads unpacked (4 units per K/V head)
     # the L2's, as in prefill
@@ -689,8 +686,8 @@ def test_a_loop_that_is_not_pipelined_waits_for_hbm_where_one_unit_alone_reads_a
     base = h100.pipelines["mover"].startup_cycles
     assert in_order_core(h100, h100.chip, h100.clock_ghz, 2, from_hbm=True).pipelines["mover"].startup_cycles == \
         base + h100.chip.hbm.latency_cycles > base + h100.chip.l2.latency_cycles
-    efficient = _without_block_floor(load_kernel("efficient"))  # loop_pipelined: false, no GQA packing; the lone
-    # tile's measured block cycles (alone_block_cycles) would bind both launches here
+    efficient = efficient_unfloored  # loop_pipelined: false, no GQA packing; the tile's measured block cycles
+    # (block_cycles) would bind both launches here
     kw = dict(seq_len=8192, head_dim=64, batch=1, decode=True, kernel=efficient, numerics_heads=0)
     alone = vfasim.run("H100-SXM", "fa2", heads=8, kv_heads=8, **kw)
     shared = vfasim.run("H100-SXM", "fa2", heads=8, kv_heads=2, **kw)  # the same 8 units, 4 reading each K/V head

@@ -226,7 +226,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
         core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
     timing = UnitTiming(core_k, buffers, schedule, resident_memory=in_order, mma=mma)
-    timer = UnitTimer(trace, timing, launch.kinds, digest, rule.alone_block_cycles or 0)
+    timer = UnitTimer(trace, timing, launch.kinds, digest, rule.block_floor if rule.block_cycles else None)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
     launches = (1 if combine is None else 2) + kernel.side_launch_count(geo.causal, geo.decode and not geo.main_path)

@@ -31,6 +31,7 @@ tests compare it with the full simulation.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -306,7 +307,7 @@ def _memory_by_rows(core: HardwareConfig, rows: int) -> HardwareConfig:
 
 class UnitTimer:
     """Compute cycles of a unit kind with k units on its core, each kind and k simulated once; never fewer than
-    ``block_floor`` cycles a key tile of its longest stream (``TileRule.alone_block_cycles``).
+    ``block_floor(k)`` cycles a key tile of its longest stream (``TileRule.block_floor``).
 
     ``digest``: the trace's (``Trace.digest``), given inside a ``reuse`` scope, where each simulation is made once
     per key: the trace, the timing (its core by digest, score buffers, schedule, memory dealing), the streams' op ids
@@ -315,7 +316,7 @@ class UnitTimer:
     """
 
     def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind], digest: str = "",
-                 block_floor: int = 0) -> None:
+                 block_floor: Callable[[int], int] | None = None) -> None:
         self.trace, self.timing, self.kinds, self.block_floor = trace, timing, kinds, block_floor
         self._key = (digest, timing.core.digest(), timing.score_buffers, timing.schedule,
                      timing.resident_memory, timing.mma) if digest else ()
@@ -334,9 +335,10 @@ class UnitTimer:
                 a, b = (self._short(parts, timing, streams) for parts, timing in shorts)
                 period = (b - a) / (SHORT_TILES[1] - SHORT_TILES[0])
                 self._cycles[key] = int(round(b + (n - SHORT_TILES[1]) * period))
-            if self.block_floor:  # no faster than the tile's key blocks alone (``TileRule.alone_block_cycles``)
+            floor = self.block_floor(streams) if self.block_floor is not None else 0
+            if floor:  # no faster than the tile's measured key blocks with as many sharing (``TileRule.block_cycles``)
                 n = long[0] if long is not None else tile_count(self.trace, self.kinds[kind].streams)
-                self._cycles[key] = max(self._cycles[key], n * self.block_floor)
+                self._cycles[key] = max(self._cycles[key], n * floor)
         return self._cycles[key]
 
     def _truncations(self, kind: int) -> tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None:

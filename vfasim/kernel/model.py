@@ -102,11 +102,13 @@ class TileRule(_Strict):
         strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of a causal launch of this tile pays "
         "to walk its masked blocks in a loop of their own (an algorithm the kernel's masked_loop_apart names), "
         "measured; absent: none")
-    alone_block_cycles: int | None = Field(
-        strict=True, default=None, gt=0, le=10**9, description="SM cycles a key block of this tile takes a CTA alone "
-        "on its SM, measured: its warps' chain of dependent instructions and loads, which the pipes' rates do not "
-        "bound where each scheduler holds one or two warps; no unit of the tile walks its key blocks faster, on a "
-        "core of its own or shared; absent: none")
+    block_cycles: dict[Annotated[int, Field(strict=True, gt=0, le=64)],
+                       Annotated[int, Field(strict=True, gt=0, le=10**9)]] = Field(
+        default_factory=dict, description="SM cycles a key block of this tile takes each CTA where k of them share an "
+        "SM, by k, measured: where each scheduler holds one or two warps their chain of dependent instructions and "
+        "loads sets the pace, which the pipes' rates do not give; no unit of the tile walks its key blocks faster "
+        "than the figure of the largest k given at or below the CTAs sharing its core; empty: none")
+
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
 
     @model_validator(mode="after")
@@ -115,6 +117,12 @@ class TileRule(_Strict):
         if unknown:
             raise ValueError(f"result_latency names unknown op kind {unknown[0]!r}")
         return self
+
+    def block_floor(self, ctas: int) -> int:
+        """The fewest SM cycles a key block takes each of ``ctas`` CTAs of this tile sharing an SM (``block_cycles``
+        of the largest count given at or below it; 0: none)."""
+        given = [k for k in self.block_cycles if k <= ctas]
+        return self.block_cycles[max(given)] if given else 0
 
 
 class PrepassRate(_Strict):
