@@ -603,3 +603,22 @@ def test_the_launches_campaign_prices_a_further_kernel_below_a_calls_first_and_s
     memset = {c for c, names in calls.items() if "Memset (Device)" in names}
     sm90 = {c for c, names in calls.items() if any("sm90" in n for n in names)}
     assert memset == sm90 and len(sm90) >= 8 and len(calls) > len(sm90)
+
+
+@pytest.mark.parametrize("chip", ["h100", "h200"])
+def test_the_efficient_tiles_block_cycles_are_what_nsight_compute_measured_on_each_gpu(chip):
+    """kernels/efficient.yaml's block_cycles come from the H100's lone- and shared-CTA launches; the H200 (the same SM)
+    measures them within 1%: duration x SM clock / key blocks a CTA walks, at 8,192 tokens."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "kernels" / "efficient.yaml").read_text())
+    given = {t["head_dim_max"]: t["block_cycles"] for t in doc["tiles"] if "block_cycles" in t}
+    with (ROOT / "validation" / f"ncu_occupancy_{chip}_2026_11" / "ncu.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["launch"] == "profiled" and r["mode"] == "sdpa_efficient"]
+    seen = set()
+    for r in rows:
+        d, ctas = int(r["head_dim"]), int(r["heads"])  # 128 CTAs a head at 8,192 tokens: heads = CTAs an SM
+        cycles = float(r["duration_ns"]) * 1e-9 * float(r["gpc_clock_hz"]) / (8192 // (64 if d == 64 else 128))
+        assert cycles == pytest.approx(given[d][ctas], rel=0.01)
+        seen.add((d, ctas))
+    assert seen == {(d, k) for d, by in given.items() for k in by}
