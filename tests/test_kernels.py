@@ -454,3 +454,15 @@ def test_uneven_figures_need_the_trailing_steps_rule():
         Kernel.model_validate(doc)
     with pytest.raises(ValueError, match="mask_work"):
         Kernel.model_validate({**fa3.model_dump(), "mask_work": 0.0})
+
+
+def test_a_tiles_block_cycles_survive_a_json_copy_and_refuse_bad_counts():
+    import json
+
+    eff = load_kernel("efficient")
+    assert Kernel.model_validate(json.loads(eff.model_dump_json())) == eff  # JSON's keys are strings
+    doc = yaml.safe_load((KERNELS / "efficient.yaml").read_text())
+    for bad, words in (({0: 100}, "block_cycles"), ({2: 0}, "block_cycles"), ({1.5: 100}, "block_cycles")):
+        doc["tiles"][0]["block_cycles"] = bad
+        with pytest.raises(ValueError, match=words):
+            Kernel.model_validate(doc)

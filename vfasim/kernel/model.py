@@ -102,13 +102,12 @@ class TileRule(_Strict):
         strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of a causal launch of this tile pays "
         "to walk its masked blocks in a loop of their own (an algorithm the kernel's masked_loop_apart names), "
         "measured; absent: none")
-    block_cycles: dict[Annotated[int, Field(strict=True, gt=0, le=64)],
+    block_cycles: dict[Annotated[int, Field(gt=0, le=64)],  # not strict: a JSON copy's keys are strings
                        Annotated[int, Field(strict=True, gt=0, le=10**9)]] = Field(
         default_factory=dict, description="SM cycles a key block of this tile takes each CTA where k of them share an "
         "SM, by k, measured: where each scheduler holds one or two warps their chain of dependent instructions and "
         "loads sets the pace, which the pipes' rates do not give; no unit of the tile walks its key blocks faster "
         "than the figure of the largest k given at or below the CTAs sharing its core; empty: none")
-
     source: str = Field(min_length=1, description="Where the rule is read from, or 'assumed, because ...'")
 
     @model_validator(mode="after")
