@@ -279,7 +279,7 @@ def test_ncu_table_joins_the_raw_page_with_the_probe_manifest(tmp_path):
 
 def test_the_gpu_side_tools_answer_help_without_torch():
     for module in ("harness.sustained", "harness.ncu_table", "harness.asm_dump", "harness.probe", "harness.dispatch",
-                   "harness.mma", "harness.launches"):
+                   "harness.mma", "harness.launches", "harness.prepass"):
         code = (f"import sys, runpy; sys.argv = ['{module}', '--help']\n"
                 f"try:\n    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit as e:\n"
                 f"    assert e.code == 0, e.code\nassert 'torch' not in sys.modules and 'triton' not in sys.modules")
@@ -622,3 +622,20 @@ def test_the_efficient_tiles_block_cycles_are_what_nsight_compute_measured_on_ea
         assert cycles == pytest.approx(given[d][ctas], rel=0.01)
         seen.add((d, ctas))
     assert seen == {(d, k) for d, by in given.items() for k in by}
+
+
+def test_the_prepass_sweep_covers_its_grid_and_a_lone_program_costs_most_of_a_wave_of_one_an_sm():
+    """validation/prepass_h200_2026_11: every (head dim, format, key-block size, programs) of harness.prepass's grid,
+    made without torch; a wave of 132 programs (one an SM) takes under 1.3x one program's GPU time."""
+    code = "import json, sys\nfrom harness.prepass import grid\nassert 'torch' not in sys.modules\nprint(json.dumps(grid()))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    cases = {tuple(c) for c in json.loads(done.stdout)}
+    folder = ROOT / "validation" / "prepass_h200_2026_11"
+    assert R.read_sidecar_keys(folder / "prepass.yaml") >= {"gpu", "command", "torch"}
+    with (folder / "prepass.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {(int(r["head_dim"]), r["dtype"], int(r["block_n"]), int(r["programs"])) for r in rows} == cases
+    us = {(int(r["head_dim"]), r["dtype"], int(r["block_n"]), int(r["programs"])): float(r["kernel_us"]) for r in rows}
+    for (d, dtype, bn, p), t in us.items():
+        if p == 132:
+            assert us[(d, dtype, bn, 1)] < t < 1.3 * us[(d, dtype, bn, 1)]
