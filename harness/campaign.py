@@ -1,7 +1,8 @@
 """One prefill campaign's loop, shared by ``harness.edges`` and ``harness.occupancy``: each case timed (CUDA events, L2
 flushed, median) into ``attention.csv`` in the validation schema, the CUDA kernels it launches into ``profile.csv``
 (``torch.profiler``, template names included), refusals and budget cuts into ``skipped.csv``, sidecars with the
-provenance, ``clocks_trace.txt``, ``command.txt`` and ``log.txt``.
+provenance, ``clocks_trace.txt``, ``command.txt`` and ``log.txt``. ``measurement`` opens and ``Measurement.finish``
+closes a folder of tables written at the end (``harness.dispatch``, ``harness.launches``, ``harness.prepass``).
 
 Cases are (kernel, batch, heads, kv_heads, seq_len, head_dim, causal): fp16, as many queries as keys. Kernels: SDPA's
 ``sdpa_flash``, ``sdpa_efficient`` and ``sdpa_cudnn`` backends and this project's ``triton_fa2``.
@@ -11,11 +12,55 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from harness.rows import ATTENTION, PROFILE, SKIPPED, CampaignLog, Table, chip_name, write_sidecar
+from harness.rows import ATTENTION, PROFILE, SKIPPED, CampaignLog, Table, chip_name, write_rows, write_sidecar
 
 Case = tuple[str, int, int, int, int, int, bool]
+
+
+@dataclass
+class Measurement:
+    """A folder being measured into: its log, the clocks sampled, the provenance every table's sidecar holds."""
+
+    out: str
+    log: CampaignLog
+    clocks: Any  # harness.bench.ClockSampler
+    base: dict
+
+    def finish(self, tables: Iterable[tuple[str, list[Mapping[str, Any]], list[str] | None]]) -> int:
+        """Stop the clocks, write each (name, rows, columns) table with its sidecar, close the log; 0."""
+        self.clocks.stop()
+        for name, rows, cols in tables:
+            path = os.path.join(self.out, name)
+            write_rows(path, rows, cols)
+            write_sidecar(path, {"table": name, **self.base, "finished": True, "rows": len(rows),
+                                 "elapsed_s": round(self.log.elapsed(), 1)})
+        self.log(f"done in {self.log.elapsed():.0f} s")
+        self.log.close()
+        return 0
+
+
+def measurement(out: str, module: str, argv: list[str], note: dict, extra: dict) -> Measurement | None:
+    """``out`` opened for ``module``'s run (``command.txt``, ``log.txt``), the clocks sampled and the provenance taken
+    (``note``: how it times, ``extra``: what it ran); None, logged, without a CUDA device."""
+    import torch
+
+    from harness.bench import ClockSampler, provenance
+
+    log = CampaignLog(out, module, argv)
+    if not torch.cuda.is_available():
+        log("no CUDA device")
+        log.close()
+        return None
+    clocks = ClockSampler(os.path.join(out, "clocks_trace.txt"))
+    base = provenance(argv, note, extra)
+    base["command"] = log.command
+    log(f"device {base['gpu']}, {base['sm_count']} SMs; driver {base['driver']}, torch {base['torch']}, "
+        f"triton {base['triton']}")
+    return Measurement(out, log, clocks, base)
 
 
 def campaign_main(module: str, doc: str, grid: Callable[[bool], list[Case]], seed: int, quick_help: str,

@@ -23,7 +23,6 @@ their provenance sidecars, ``log.txt``, ``command.txt``, ``clocks_trace.txt``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 #: (mode, head_dim, seq_len, batch, heads, rotate): FA3-regime shapes (heads x head dim = 2048, batch x seq = 16K);
@@ -116,27 +115,18 @@ def main(argv: list[str] | None = None) -> int:
         shapes = [_shape(text) for text in a.shapes.split(",") if text]
     except ValueError as exc:
         ap.error(f"--shapes: {exc}")
-    import torch
-
     from harness import kernels
-    from harness.bench import ClockSampler, Timer, provenance
-    from harness.rows import CampaignLog, write_rows, write_sidecar
+    from harness.bench import Timer
+    from harness.campaign import measurement
 
-    log = CampaignLog(a.out, "harness.dispatch", argv)
-
-    if not torch.cuda.is_available():
-        log("no CUDA device")
-        return 1
-    kernels.CONFIGS.update({64: (128, 64, 8, 3), 128: (128, 128, 8, 3), 256: (128, 64, 8, 2)})
-    clocks = ClockSampler(os.path.join(a.out, "clocks_trace.txt"))
     note = {"method": "each program's %smid and %globaltimer (ns) at its start and after its O store; timed "
                       "median: harness.bench.Timer (L2 flushed, sleep kernel, CUDA events)",
             "tiles": "64=128,64,8,3;128=128,128,8,3;256=128,64,8,2 (BLOCK_M, BLOCK_N, warps, stages), as the "
                      "campaigns", "stamped_calls": a.calls, "inputs": "standard normal fp16 (seeded)"}
-    base = provenance(argv, note, {"quick": a.quick})
-    base["command"] = log.command
-    log(f"device {base['gpu']}, {base['sm_count']} SMs; driver {base['driver']}, torch {base['torch']}, "
-        f"triton {base['triton']}")
+    m = measurement(a.out, "harness.dispatch", argv, note, {"quick": a.quick})
+    if m is None:
+        return 1
+    kernels.CONFIGS.update({64: (128, 64, 8, 3), 128: (128, 128, 8, 3), 256: (128, 64, 8, 2)})
     timer = Timer()
     programs, calls = [], []
     for i, spec in enumerate(shapes or (QUICK if a.quick else CASES)):
@@ -144,18 +134,9 @@ def main(argv: list[str] | None = None) -> int:
             rows, call = run_case(2 * i + causal, spec, causal, timer, a.calls)
             programs += rows
             calls.append(call)
-            log(f"{call['case']}: {call['programs']} programs, timed {call['timed_median_us']} us, stamped spans "
-                f"{call['stamped_spans_us']} us")
-    clocks.stop()
-    for name, rows, cols in (("programs.csv", programs, PROGRAM_COLUMNS), ("calls.csv", calls, None)):
-        path = os.path.join(a.out, name)
-        write_rows(path, rows, cols)
-        write_sidecar(path, {"table": name, **base, "finished": True, "rows": len(rows),
-                             "elapsed_s": round(log.elapsed(), 1)})
-    log(f"done in {log.elapsed():.0f} s")
-    log.close()
-    return 0
-
+            m.log(f"{call['case']}: {call['programs']} programs, timed {call['timed_median_us']} us, stamped spans "
+                  f"{call['stamped_spans_us']} us")
+    return m.finish((("programs.csv", programs, PROGRAM_COLUMNS), ("calls.csv", calls, None)))
 
 if __name__ == "__main__":
     raise SystemExit(main())

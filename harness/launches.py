@@ -22,7 +22,6 @@ This campaign measures both under the campaigns' own timing, and lists the kerne
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 #: (batch, heads, kv_heads, head_dim, seq_len_q, seq_len, causal) of the profiled calls: prefill small and large,
@@ -115,36 +114,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="folder for calls.csv, profile.csv and the rest (created)")
     ap.add_argument("--quick", action="store_true", help="two shapes (smoke run)")
     a = ap.parse_args(argv[1:])
-    import torch
+    from harness.bench import Timer
+    from harness.campaign import measurement
 
-    from harness.bench import ClockSampler, Timer, provenance
-    from harness.rows import CampaignLog, write_rows, write_sidecar
-
-    log = CampaignLog(a.out, "harness.launches", argv)
-    if not torch.cuda.is_available():
-        log("no CUDA device")
-        return 1
-    clocks = ClockSampler(os.path.join(a.out, "clocks_trace.txt"))
     note = {"method": "harness.bench.Timer (L2 flushed, sleep kernel ahead, CUDA events, median); kernels per call: "
                       "torch.profiler around 5 calls after 3 warm-ups",
             "inputs": "standard normal (seeded), fp16 and bf16"}
-    base = provenance(argv, note, {"quick": a.quick})
-    base["command"] = log.command
-    log(f"device {base['gpu']}, {base['sm_count']} SMs; driver {base['driver']}, torch {base['torch']}, "
-        f"triton {base['triton']}")
+    m = measurement(a.out, "harness.launches", argv, note, {"quick": a.quick})
+    if m is None:
+        return 1
     timer = Timer()
-    tables = (("calls.csv", empty_calls(timer, log), CALL_COLUMNS),
-              ("profile.csv", profiled_calls(timer, log, QUICK_SHAPES if a.quick else SHAPES), PROFILE_COLUMNS))
-    clocks.stop()
-    for name, rows, cols in tables:
-        path = os.path.join(a.out, name)
-        write_rows(path, rows, cols)
-        write_sidecar(path, {"table": name, **base, "finished": True, "rows": len(rows),
-                             "elapsed_s": round(log.elapsed(), 1)})
-    log(f"done in {log.elapsed():.0f} s")
-    log.close()
-    return 0
-
+    return m.finish((("calls.csv", empty_calls(timer, m.log), CALL_COLUMNS),
+                     ("profile.csv", profiled_calls(timer, m.log, QUICK_SHAPES if a.quick else SHAPES),
+                      PROFILE_COLUMNS)))
 
 if __name__ == "__main__":
     raise SystemExit(main())

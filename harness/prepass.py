@@ -14,7 +14,6 @@ spread as the campaigns time a call, ``harness.bench.Timer``; and the kernel's G
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 PROGRAMS = (1, 8, 33, 66, 132, 264, 528, 1056, 2112, 4224)
@@ -38,28 +37,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="folder for prepass.csv and the rest (created)")
     ap.add_argument("--quick", action="store_true", help="1 and 132 programs (smoke run)")
     a = ap.parse_args(argv[1:])
+    from harness.campaign import measurement
+
+    note = {"method": "harness.bench.Timer (L2 flushed, sleep kernel ahead, CUDA events, median); kernel_us: "
+                      "torch.profiler around 5 calls after 3 warm-ups",
+            "inputs": "standard normal K (seeded) in the format, one batch, one K/V head of programs x block_n keys"}
+    m = measurement(a.out, "harness.prepass", argv, note, {"quick": a.quick})
+    if m is None:
+        return 1
+    return m.finish((("prepass.csv", timed(grid(a.quick), m.log), COLUMNS),))
+
+
+def timed(cases: list[tuple[int, str, int, int]], log) -> list[dict]:
+    """A row per case: the pre-pass on one K/V head of its programs' key blocks, timed and profiled."""
     import torch
 
     from harness import kernels
     from harness.attention import TORCH_DTYPE
-    from harness.bench import ClockSampler, Timer, cuda_kernels, provenance
-    from harness.rows import CampaignLog, write_rows, write_sidecar
+    from harness.bench import Timer, cuda_kernels
 
-    log = CampaignLog(a.out, "harness.prepass", argv)
-    if not torch.cuda.is_available():
-        log("no CUDA device")
-        return 1
-    clocks = ClockSampler(os.path.join(a.out, "clocks_trace.txt"))
-    note = {"method": "harness.bench.Timer (L2 flushed, sleep kernel ahead, CUDA events, median); kernel_us: "
-                      "torch.profiler around 5 calls after 3 warm-ups",
-            "inputs": "standard normal K (seeded) in the format, one batch, one K/V head of programs x block_n keys"}
-    base = provenance(argv, note, {"quick": a.quick})
-    base["command"] = log.command
-    log(f"device {base['gpu']}, {base['sm_count']} SMs; driver {base['driver']}, torch {base['torch']}, "
-        f"triton {base['triton']}")
     timer, rows = Timer(), []
     g = torch.Generator(device="cuda")
-    for i, (d, dtype, bn, p) in enumerate(grid(a.quick)):
+    for i, (d, dtype, bn, p) in enumerate(cases):
         g.manual_seed(7000 + i)
         k = torch.randn((1, 1, p * bn, d), device="cuda", generator=g, dtype=torch.float32).to(TORCH_DTYPE[dtype])
         out = kernels.krepr(k, bn)
@@ -78,15 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                      "kernel_us": round(kernel_us, 4)})
         log(f"d{d} {dtype} block_n {bn}, {p} programs: call {t.median_us:.2f} us, kernel {kernel_us:.2f} us")
         del k, out
-    clocks.stop()
-    path = os.path.join(a.out, "prepass.csv")
-    write_rows(path, rows, COLUMNS)
-    write_sidecar(path, {"table": "prepass.csv", **base, "finished": True, "rows": len(rows),
-                         "elapsed_s": round(log.elapsed(), 1)})
-    log(f"done in {log.elapsed():.0f} s")
-    log.close()
-    return 0
-
+    return rows
 
 if __name__ == "__main__":
     raise SystemExit(main())
