@@ -216,3 +216,32 @@ def test_fa2s_uneven_mask_figure_is_the_least_error_of_its_neighbours_on_its_cal
     scored = study.scores(64, (1.0, shipped - 6, shipped, shipped + 6), jobs=1)
     assert min(scored, key=lambda s: s[1])[0] == shipped
     assert scored[0][1] > 3 * scored[2][1]  # one operation an element (the even code's) misses those rows by far more
+
+
+def test_block_cycles_reads_a_key_blocks_cost_from_the_stamps(tmp_path):
+    study = _script("real_chips", "block_cycles")
+    rows = {(r["mode"], r["format"], r["head_dim"], r["mask"]): r for r in study.block_costs(list(study.TABLES))}
+    from vfasim.kernel import load_kernel
+
+    triton = load_kernel("triton")
+    for mode in ("fa2", "vfa"):
+        for fmt, cls in (("fp8_e4m3", "8bit"), ("fp16", "16bit")):
+            full = rows[(mode, fmt, 256, "full")]
+            assert full["lengths"] == "512 2048 16384" and full["block_cycles"] > 0
+            # the shipped floor is this figure (16-bit: full launches only)
+            assert triton.tile(256, cls, False, algo=mode).block_floor(1) == full["block_cycles"]
+    assert rows[("fa2", "fp16", 128, "full")]["shipped_floor"] is None
+    assert study.main(["--tables", str(study.TABLES[1]), "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "block_cycles.md").read_text()
+    assert text.startswith("| mode | format | head_dim |") and "| fa2 | fp8_e4m3 | 256 | full | 16384 |" in text
+
+
+def test_prepass_compares_the_key_summary_launch_with_the_measured_calls(tmp_path):
+    study = _script("real_chips", "prepass")
+    rows = study.compare(study.TABLE, max_rows=5)  # head dim 64, fp16: 1 to 132 programs
+    assert [r["programs"] for r in rows] == [1, 8, 33, 66, 132]
+    one = rows[0]
+    assert abs(one["error"]) < 0.01  # one program: the measured figure the model takes (program_us)
+    assert all(r["model_us"] == one["model_us"] for r in rows)  # up to one program a core: one program's time
+    assert study.main(["--max-rows", "2", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "prepass.md").read_text().startswith("| head_dim | dtype | block_k | programs |")

@@ -195,11 +195,17 @@ def test_the_prepass_is_priced_by_its_counted_instructions_and_issue_rate():
         rate["warp_instructions_per_element"] *= 2
     double = vfasim.run("H100-SXM", "vfa", kernel=Kernel.model_validate(doc), **shape).chip["prepass_cycles"]
     hw = load_hw("H100-SXM")
-    fixed = hw.chip.launch_overhead_us * hw.clock_ghz * 1e3 + hw.chip.hbm.latency_cycles
+    launch = hw.chip.launch_overhead_us * hw.clock_ghz * 1e3
+    program = k.prepass_rate(128, "16bit", 128).program_us * hw.clock_ghz * 1e3  # a core's first program, measured
     elements = 4 * 8 * 8192 * 128
-    compute = elements * 0.324 / (1.117 * 132)  # the d128 16-bit row; 256 programs cover all 132 SMs
-    assert base == int(np.ceil(fixed + compute))
-    assert double - fixed == pytest.approx(2 * (base - fixed), rel=1e-3)
+    compute = elements * 0.324 / (1.117 * 132)  # the d128 16-bit row; 2,048 programs cover all 132 SMs
+    each = -(-4 * 8 * 64 // 132)  # programs a core runs: its first alone, the others at the counted rate
+    assert base == int(np.ceil(launch + program + compute * (each - 1) / each))
+    assert double - launch - program == pytest.approx(2 * (base - launch - program), rel=1e-3)
+    for rate in doc["prepass_rates"]:
+        del rate["program_us"]  # no measured program: one memory latency and the whole work
+    bare = vfasim.run("H100-SXM", "vfa", kernel=Kernel.model_validate(doc), **shape).chip["prepass_cycles"]
+    assert bare == int(np.ceil(launch + hw.chip.hbm.latency_cycles + 2 * compute))
     doc["minit"] = "inline"
     with pytest.raises(ValueError, match="prepass_rates needs minit: prepass"):
         Kernel.model_validate(doc)
@@ -466,3 +472,33 @@ def test_a_tiles_block_cycles_survive_a_json_copy_and_refuse_bad_counts():
         doc["tiles"][0]["block_cycles"] = bad
         with pytest.raises(ValueError, match=words):
             Kernel.model_validate(doc)
+
+
+def test_a_tile_rule_may_apply_to_some_algorithms_only():
+    triton = load_kernel("triton")
+    fa2, vfa, vsa = (triton.tile(256, "8bit", False, algo=a) for a in ("fa2", "vfa", "vsa"))
+    assert fa2.block_floor(1) > vfa.block_floor(1) > 0  # each mode's loop measured apart
+    assert vsa.block_floor(1) == 0 and (vsa.block_q, vsa.block_k) == (fa2.block_q, fa2.block_k)  # the general rule
+    assert triton.tile(256, "16bit", True, algo="fa2").block_floor(1) == 0  # 16-bit causal: no floor given
+    doc = yaml.safe_load((KERNELS / "triton.yaml").read_text())
+    doc["tiles"][0]["algorithms"] = ["fa3"]
+    with pytest.raises(ValueError, match="unknown algorithm 'fa3'"):
+        Kernel.model_validate(doc)
+
+
+def test_a_block_floor_for_one_algorithm_slows_only_its_runs():
+    """The Triton kernel at head dim 256 in fp8: FA2's and VFA's blocks floored at their own measured cost, VSA's not."""
+    doc = yaml.safe_load((KERNELS / "triton.yaml").read_text())
+    doc["tiles"] = [{k: v for k, v in r.items() if k != "block_cycles"} for r in doc["tiles"]]
+    unfloored = Kernel.model_validate(doc)
+    shipped = load_kernel("triton")
+
+    def cycles(algo: str, kernel: Kernel) -> int:
+        return vfasim.run("H100-SXM", algo, kernel=kernel, seq_len=2048, head_dim=256, heads=8, batch=1,
+                          causal=False, matmul_format="fp8_e4m3", numerics_heads=0).latency_cycles
+
+    for algo in ("fa2", "vfa"):
+        floor = shipped.tile(256, "8bit", False, algo=algo).block_floor(1)
+        assert cycles(algo, shipped) > cycles(algo, unfloored)  # the model's own blocks were faster than measured
+        assert cycles(algo, shipped) >= 2048 // 64 * floor  # a CTA walks its 32 blocks at the floor at least
+    assert cycles("vsa", shipped) == cycles("vsa", unfloored)

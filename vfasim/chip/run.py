@@ -242,23 +242,29 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
 
 def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileShape, kernel: Kernel) -> int:
     """VFA's key-summary launch: one program per key block of each K/V head reads its block once from HBM and
-    reduces it; the slower of that read (at the HBM bandwidth) and the compute, after a launch and one exposed
-    memory latency; the summaries written are negligible. Compute: the kernel's counted instructions at its
-    measured issue rate (``prepass_rates``) on the cores the programs occupy, else one vector operation per element."""
+    reduces it; the work is the slower of that read (at the HBM bandwidth) and the compute. After a launch, a core's
+    first program takes its measured time (``PrepassRate.program_us``) and its others the rest of the work; without
+    that figure, one exposed memory latency and the work. The summaries written are negligible. Compute: the
+    kernel's counted instructions at its measured issue rate (``prepass_rates``) on the cores the programs occupy,
+    else one vector operation per element."""
     chip = plan.chip
     kv_len = geo.kv_len or geo.n_kblocks * shape.block_k
     elements = geo.batch * geo.kv_heads * kv_len * shape.head_dim
     rate = kernel.prepass_rate(shape.head_dim, format_class(hw.precision.matmul), shape.block_k)
+    programs = geo.batch * geo.kv_heads * -(-kv_len // shape.block_k)
     if rate is not None:
-        programs = geo.batch * geo.kv_heads * -(-kv_len // shape.block_k)
         compute = elements * rate.warp_instructions_per_element / (rate.instructions_per_cycle
                                                                     * min(chip.cores, programs))
     else:
         vec = next(p for p in hw.pipelines.values() if p.role == "vector")
         compute = elements / (chip.cores * vec.units * vec.throughput[hw.precision.vector])
-    memory = elements * shape.kv_bytes / plan.ports.hbm if plan.ports.hbm else 0.0
-    latency = chip.hbm.latency_cycles if chip.hbm is not None else 0
-    return int(np.ceil(chip.launch_overhead_us * hw.clock_ghz * 1e3 + latency + max(compute, memory)))
+    work = max(compute, elements * shape.kv_bytes / plan.ports.hbm if plan.ports.hbm else 0.0)
+    if rate is not None and rate.program_us is not None:  # a core's first program alone, the rest at the rate
+        each = -(-programs // chip.cores)
+        body = rate.program_us * hw.clock_ghz * 1e3 + work * (each - 1) / each
+    else:
+        body = (chip.hbm.latency_cycles if chip.hbm is not None else 0) + work
+    return int(np.ceil(chip.launch_overhead_us * hw.clock_ghz * 1e3 + body))
 
 
 def tuned_core(hw: HardwareConfig, tuning: KernelTuning, kernel: Kernel, mask_work: float = 1.0) -> HardwareConfig:

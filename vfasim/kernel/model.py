@@ -38,6 +38,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vfasim.formats import FormatClass
+from vfasim.functional.policy import ALGORITHMS
 from vfasim.trace import OP_KINDS
 
 ACC_BYTES = 4  # fp32 scores and O accumulator
@@ -59,6 +60,9 @@ class TileRule(_Strict):
                                               "(16bit, 8bit, 4bit); absent: any")
     causal: bool | None = Field(default=None, description="Applies only with (true) or without (false) a causal "
                                 "mask; absent: both")
+    algorithms: list[str] | None = Field(default=None, min_length=1, description="Applies only to runs of these "
+                                         "algorithms (a source that compiles a loop per algorithm, whose measured "
+                                         "costs differ); absent: any")
     block_q: int = Field(strict=True, gt=0, le=MAX_TILE, description="Query rows of the CTA's tile")
     block_k: int = Field(strict=True, gt=0, le=MAX_TILE, description="Keys per key block")
     warps: int | None = Field(strict=True, default=None, gt=0, le=64, description="Warps per stream (absent: the kernel's)")
@@ -128,7 +132,8 @@ class PrepassRate(_Strict):
     """What VFA's key-summary launch (``minit: prepass``) issues per element of K, for head dims up to one.
 
     The launch's compute time on a core is elements × ``warp_instructions_per_element`` / ``instructions_per_cycle``
-    (its reductions are issue- and latency-bound: few CTAs fit, each reduces one key block across its warps).
+    (its reductions are issue- and latency-bound: few CTAs fit, each reduces one key block across its warps); a
+    core's first program takes ``program_us`` alone.
     """
 
     head_dim_max: int = Field(strict=True, gt=0, le=1024, description="The rate applies to head dims up to this one")
@@ -140,6 +145,11 @@ class PrepassRate(_Strict):
                                                  "element of K (a count, e.g. Nsight Compute's inst_executed)")
     instructions_per_cycle: float = Field(gt=0, le=8, description="Warp instructions one core issues per cycle of the "
                                           "config's clock while the launch runs")
+    program_us: float | None = Field(default=None, gt=0, le=1e3, allow_inf_nan=False, description="Microseconds a "
+                                     "launch of up to one program a core takes beyond an empty kernel's: one "
+                                     "program's chain of its block's load and its reductions, measured; a core's "
+                                     "further programs add the rest of the work at the issue rate; absent: one "
+                                     "memory latency")
     source: str = Field(min_length=1, description="Where both numbers come from, or 'assumed, because ...'")
 
 
@@ -385,6 +395,10 @@ class Kernel(_Strict):
                 r.warp_grid for r in [*self.tiles, *(self.decode.tiles if self.decode else [])])):
             raise ValueError("p_in: shared and a tile's warp_grid price the warps' operand reads from shared memory: "
                              "they need operands_from_shared")
+        unknown = [a for r in [*self.tiles, *(self.decode.tiles if self.decode else [])] for a in r.algorithms or []
+                   if a not in ALGORITHMS] + [a for a in self.masked_loop_apart if a not in ALGORITHMS]
+        if unknown:
+            raise ValueError(f"unknown algorithm {unknown[0]!r} (valid: {', '.join(ALGORITHMS)})")
         if self.mma == "shared" and self.operands_from_shared:
             raise ValueError("operands_from_shared needs mma: per_stream (warp-group MMAs read shared memory "
                              "themselves)")
@@ -393,14 +407,16 @@ class Kernel(_Strict):
             raise ValueError(f"table kernel {both[0]!r} is in both measured_as and predicts: name it in one")
         return self
 
-    def tile(self, head_dim: int, fmt: FormatClass, causal: bool, decode: bool = False) -> TileRule:
-        """The first rule for this head dim, format class and mask; a one-line error when none applies."""
+    def tile(self, head_dim: int, fmt: FormatClass, causal: bool, decode: bool = False,
+             algo: str | None = None) -> TileRule:
+        """The first rule for this head dim, format class, mask and algorithm (``None``: a rule for any algorithm);
+        a one-line error when none applies."""
         if decode and self.decode is None:
             raise ValueError(f"kernel {self.name} has no decode path (its description gives no 'decode')")
         rules = self.decode.tiles if decode and self.decode is not None else self.tiles
         for rule in rules:
             if head_dim <= rule.head_dim_max and (rule.formats is None or fmt in rule.formats) \
-                    and rule.causal in (None, causal):
+                    and rule.causal in (None, causal) and (rule.algorithms is None or algo in rule.algorithms):
                 return rule
         dims = sorted({r.head_dim_max for r in rules if r.formats is None or fmt in r.formats})
         raise ValueError(f"kernel {self.name} has no {'decode ' if decode else ''}tile for head dim {head_dim} "

@@ -86,8 +86,9 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
     group = heads // kv_heads if packs else 1  # query heads packed into one tile
     splits, split_tiles = kernel_splits(k, config, head_dim, causal, decode, batch * heads // group,
                                         group if packs else n_q, seq_len,
-                                        inputs.block_q is None and inputs.block_k is None, main_path)
-    rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, split_tiles, inputs.block_q, inputs.block_k)
+                                        inputs.block_q is None and inputs.block_k is None, main_path, algo)
+    rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, split_tiles, inputs.block_q, inputs.block_k,
+                                          algo)
     own = (inputs.block_q, inputs.block_k) == (None, None)  # blocks given: the diagonal's masks, the even code
     uneven = own and k.uneven(rule, head_dim, n_q, seq_len)
     steps = k.mask_steps(rule, uneven) if own else 0
@@ -161,7 +162,8 @@ def _check_size(config: HardwareConfig, policy: Policy, batch: int, unit_heads: 
 
 
 def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: bool, decode: bool,
-                  batch_heads: int, rows: int, kv_len: int, own_tiles: bool, main_path: bool) -> tuple[int, bool]:
+                  batch_heads: int, rows: int, kv_len: int, own_tiles: bool, main_path: bool,
+                  algo: str | None = None) -> tuple[int, bool]:
     """(splits, split tiles): the splits of the K/V its own rule picks (0: the chip model picks them, as
     ``fill_slots`` or ``none`` say) and whether the launch runs the kernel's split-KV (decode) tiles.
 
@@ -176,7 +178,7 @@ def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal:
     if not isinstance(rule, WaveSplit) or not own_tiles or not (decode or rule.prefill) or config.chip is None:
         return 0, decode
     try:
-        block_k = kernel.tile(head_dim, format_class(config.precision.matmul), causal, decode=True).block_k
+        block_k = kernel.tile(head_dim, format_class(config.precision.matmul), causal, True, algo).block_k
     except ValueError:  # no split tile for this run: the table it runs from says why
         return 0, decode
     splits = rule.splits(batch_heads, rows, config.chip.cores, -(-kv_len // block_k))
@@ -185,7 +187,7 @@ def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal:
 
 
 def kernel_tiles(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: bool, decode: bool,
-                 block_q: int | None, block_k: int | None) -> tuple[TileRule, int, int]:
+                 block_q: int | None, block_k: int | None, algo: str | None = None) -> tuple[TileRule, int, int]:
     """(tile rule, a stream's block_q, block_k): the kernel's own tile unless a block is given.
 
     A one-line error when the kernel does not target the chip or has no tile for the run.
@@ -194,7 +196,7 @@ def kernel_tiles(kernel: Kernel, config: HardwareConfig, head_dim: int, causal: 
         raise VfasimError(f"kernel {kernel.name} targets {', '.join(kernel.targets)}, not {config.name} "
                           "(copy its YAML file and add the chip to 'targets' to try it there)")
     try:
-        rule = kernel.tile(head_dim, format_class(config.precision.matmul), causal, decode)
+        rule = kernel.tile(head_dim, format_class(config.precision.matmul), causal, decode, algo)
     except ValueError as exc:
         raise VfasimError(str(exc)) from None
     rows = rule.block_q // kernel.streams_per_cta(rule)

@@ -174,7 +174,7 @@ def why_not(row: Row) -> str:
         return "unknown format"
     try:
         kernel.tile(kernel.compute_head_dim(row.head_dim), format_class(MATMUL_FORMATS[FORMATS[row.dtype]]),
-                    row.causal, row.decode)
+                    row.causal, row.decode, ROW_RUNS.get(row.kernel, ("fa2", "all"))[0])
     except ValueError as exc:
         return str(exc)
     if row.spread_pct is not None and row.spread_pct > UNSTABLE_SPREAD_PCT:
