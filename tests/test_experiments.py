@@ -230,6 +230,8 @@ def test_block_cycles_reads_a_key_blocks_cost_from_the_stamps(tmp_path):
             assert full["lengths"] == "512 2048 16384" and full["block_cycles"] > 0
             # the shipped floor is this figure (16-bit: full launches only)
             assert triton.tile(256, cls, False, algo=mode).block_floor(1) == full["block_cycles"]
+        causal = rows[(mode, "fp8_e4m3", 256, "causal")]  # fp8's causal launches: their own slope
+        assert triton.tile(256, "8bit", True, algo=mode).block_floor(1) == causal["block_cycles"] > 0
     assert rows[("fa2", "fp16", 128, "full")]["shipped_floor"] is None
     assert study.main(["--tables", str(study.TABLES[1]), "--out", str(tmp_path)]) == 0
     text = (tmp_path / "block_cycles.md").read_text()

@@ -502,3 +502,7 @@ def test_a_block_floor_for_one_algorithm_slows_only_its_runs():
         assert cycles(algo, shipped) > cycles(algo, unfloored)  # the model's own blocks were faster than measured
         assert cycles(algo, shipped) >= 2048 // 64 * floor  # a CTA walks its 32 blocks at the floor at least
     assert cycles("vsa", shipped) == cycles("vsa", unfloored)
+    given = dict(seq_len=2048, head_dim=256, heads=8, batch=1, causal=False, matmul_format="fp8_e4m3", numerics_heads=0,
+                 block_q=128, block_k=32)  # blocks the kernel does not run: its measured floor does not apply
+    assert vfasim.run("H100-SXM", "fa2", kernel=shipped, **given).latency_cycles == \
+        vfasim.run("H100-SXM", "fa2", kernel=unfloored, **given).latency_cycles

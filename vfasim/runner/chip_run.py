@@ -90,6 +90,8 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
     rule, block_q, block_k = kernel_tiles(k, config, head_dim, causal, split_tiles, inputs.block_q, inputs.block_k,
                                           algo)
     own = (inputs.block_q, inputs.block_k) == (None, None)  # blocks given: the diagonal's masks, the even code
+    if not own and rule.block_cycles:  # measured with the kernel's own tile: no floor for blocks a user gave
+        rule = rule.model_copy(update={"block_cycles": {}})
     uneven = own and k.uneven(rule, head_dim, n_q, seq_len)
     steps = k.mask_steps(rule, uneven) if own else 0
     tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
