@@ -233,6 +233,13 @@ def test_block_cycles_reads_a_key_blocks_cost_from_the_stamps(tmp_path):
         causal = rows[(mode, "fp8_e4m3", 256, "causal")]  # fp8's causal launches: their own slope
         assert triton.tile(256, "8bit", True, algo=mode).block_floor(1) == causal["block_cycles"] > 0
     assert rows[("fa2", "fp16", 128, "full")]["shipped_floor"] is None
+    for head_dim, cls, fmt in ((64, "8bit", "fp8_e4m3"), (128, "8bit", "fp8_e4m3"),
+                               (256, "16bit", "fp16")):  # VFA's CTA: FA2's plus the stamped difference
+        vfa, fa2 = (triton.tile(head_dim, cls, False, algo=a).cta_cycles for a in ("vfa", "fa2"))
+        stamped = rows[("vfa", fmt, head_dim, "full")]["cta_cycles"] - rows[("fa2", fmt, head_dim, "full")]["cta_cycles"]
+        assert vfa - fa2 == stamped
+    assert triton.tile(64, "16bit", False, algo="vfa") == triton.tile(64, "16bit", False, algo="fa2")  # not applied
+    assert triton.tile(256, "8bit", False, algo="vfa").cta_cycles == triton.tile(256, "8bit", False, algo="fa2").cta_cycles
     assert study.main(["--tables", str(study.TABLES[1]), "--out", str(tmp_path)]) == 0
     text = (tmp_path / "block_cycles.md").read_text()
     assert text.startswith("| mode | format | head_dim |") and "| fa2 | fp8_e4m3 | 256 | full | 16384 |" in text
