@@ -109,6 +109,10 @@ def test_softmax_share_pairs_the_three_measured_loops_with_the_model(tmp_path):
     assert r["softmax_share"] == (r["fa2_us"] - r["dots_us"]) / r["fa2_us"]  # measured rows only
     assert r["model_dots_us"] < r["model_fa2_us"]  # the model's loop without its softmax is faster
     assert (tmp_path / "softmax_share.md").read_text().startswith("| chip | dtype |")
+    from vfasim.kernel import load_kernel
+
+    loop = study.no_softmax_loop(load_kernel("triton"))  # the floors were measured with the softmax in the loop
+    assert not any(t.block_cycles for t in loop.tiles) and any(t.block_cycles for t in load_kernel("triton").tiles)
 
 
 def test_chain_compares_the_tile_with_one_and_two_ctas_per_sm(tmp_path):

@@ -49,8 +49,9 @@ def shapes(table: Path = TABLE) -> list[dict]:
 def no_softmax_loop(kernel: Kernel) -> Kernel:
     """``kernel`` as the harness's dots mode runs it: the ``SOFTMAX`` ops folded away (free), and its score scale paid,
     since there P = scale * S is a multiply of its own, not the FFMA of a max subtraction that the kernel's own
-    ``fused_ops`` fold the scale into."""
-    return kernel.model_copy(update={"fused_ops": list(SOFTMAX)})
+    ``fused_ops`` fold the scale into; no tile's ``block_cycles``, measured with the softmax in the loop."""
+    tiles = [t.model_copy(update={"block_cycles": {}}) for t in kernel.tiles]
+    return kernel.model_copy(update={"fused_ops": list(SOFTMAX), "tiles": tiles})
 
 
 def compare(s: dict) -> dict:
