@@ -21,9 +21,9 @@ A timing-only run (no engine: the trace made without arithmetic, then timed) all
 long as its trace, tens of MB each, pass after pass. glibc serves each with a fresh mapping whose every
 page then faults in the kernel, and a freed one goes back to the system. ``keep_freed_memory`` serves every
 block from the heap and never trims it, so the next pass reuses the pages the last one freed: a 128K causal
-fa2 run on one core (``--numerics off``) spent 1.2 s of system time and now 0.4 s, its peak 1077 MB then,
-1042 MB now (``benchmarks/bench_timing_only.py``). The process keeps its peak heap until it exits (what it
-frees is reused, not returned). On other C libraries nothing happens.
+fa2 run on one core (``--numerics off``) spent 1.2 s of system time and now 0.4 s (medians of three), its peak
+1052 MiB then, 1018 MiB now (``benchmarks/bench_timing_only.py``). The process keeps its peak heap until it
+exits (what it frees is reused, not returned). On other C libraries nothing happens.
 """
 
 from __future__ import annotations
