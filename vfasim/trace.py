@@ -258,7 +258,7 @@ class TraceBuilder:
                 d = np.broadcast_to(d, keys.shape)
                 named = d >= 0
                 if named.all():  # the usual case: no -1 to leave out
-                    self._deps["op"].append(np.arange(first, first + keys.size, dtype=np.int32))
+                    self._deps["op"].append(np.arange(first, first + keys.size))
                     self._deps["key"].append(d)
                 else:
                     ok = np.flatnonzero(named)
@@ -277,12 +277,7 @@ class TraceBuilder:
         new_pos = np.empty(order.size, np.int32)  # emission position -> op id (ids fit int32, see emit)
         new_pos[order] = np.arange(order.size, dtype=np.int32)
         del order
-        positions = _KeyPositions(keys, self.n_rows * self.n_slots)  # each let go once used: the build's peak
-        del keys  # kept by the positions only where they search them
-        pairs = self._dep_pairs(positions, new_pos)
-        del positions
-        dep_ptr, dep_idx = _csr(pairs, new_pos.size)
-        del pairs
+        dep_ptr, dep_idx = self._resolve_deps(keys, new_pos)
         schedule = self.schedule.columns(cols["kind"])
         if not buffered.all():
             for name in ("take_buffer", "free_buffer"):
@@ -300,32 +295,27 @@ class TraceBuilder:
         return {"kind": kind, "row": row, "step": step, "dtype": self._ops["dtype"].take()[order],
                 "work": self._ops["work"].take()[order], "kblock": self._ops["kblock"].take()[order]}
 
-    def _dep_pairs(self, positions: _KeyPositions, new_pos: np.ndarray) -> np.ndarray:
-        """Every dependency as owner * 2^32 + target (op ids < 2^31), sorted: by owner, then target."""
-        pairs = np.empty(self._deps["op"].size, np.int64)
+    def _resolve_deps(self, keys: np.ndarray, new_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CSR dependency arrays in issue order, each op's dependencies sorted by id."""
+        positions = _KeyPositions(keys, self.n_rows * self.n_slots)
+        pairs = np.empty(self._deps["op"].size, np.int64)  # owner * 2^32 + target (ids < 2^31): by owner, then target
         done = 0
-        ops_held, keys_held = self._deps["op"].take_chunks(), self._deps["key"].take_chunks()  # held alike
-        while ops_held:  # each chunk let go once resolved: the pairs grow as the emitted dependencies go
-            ops, wanted = ops_held.pop(0), keys_held.pop(0)
+        for ops, wanted in zip(self._deps["op"].take_chunks(), self._deps["key"].take_chunks(), strict=True):
             for lo in range(0, ops.size, _CHUNK):  # a chunk at a time: small temporaries
                 pair = new_pos[ops[lo:lo + _CHUNK]].astype(np.int64)
                 pair <<= 32
                 pair |= positions.of(wanted[lo:lo + _CHUNK])
                 pairs[done:done + pair.size] = pair
                 done += pair.size
+        del positions
         pairs.sort(kind="stable")  # the same values in order: the stable sort merges the emitters' sorted runs
-        return pairs
-
-
-def _csr(pairs: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """CSR dependency arrays of ``n`` ops from their sorted (owner, target) ``pairs``."""
-    dep_ptr = np.zeros(n + 1, np.int64)
-    for lo in range(0, pairs.size, _CHUNK):  # each owner's count, from its sorted run of pairs
-        owner = pairs[lo:lo + _CHUNK] >> 32
-        count = np.bincount(owner - owner[0])
-        dep_ptr[int(owner[0]) + 1:int(owner[0]) + 1 + count.size] += count
-    np.cumsum(dep_ptr, out=dep_ptr)
-    return dep_ptr, pairs.astype(np.int32)  # the low 32 bits: the target
+        dep_ptr = np.zeros(keys.size + 1, np.int64)
+        for lo in range(0, pairs.size, _CHUNK):  # each owner's count, from its sorted run of pairs
+            owner = pairs[lo:lo + _CHUNK] >> 32
+            count = np.bincount(owner - owner[0])
+            dep_ptr[int(owner[0]) + 1:int(owner[0]) + 1 + count.size] += count
+        np.cumsum(dep_ptr, out=dep_ptr)
+        return dep_ptr, pairs.astype(np.int32)  # the low 32 bits: the target
 
 
 class _KeyPositions:
@@ -337,10 +327,9 @@ class _KeyPositions:
     """
 
     def __init__(self, keys: np.ndarray, n_groups: int) -> None:
-        self.keys, self.space = np.empty(0, keys.dtype), n_groups * len(KIND_NAMES)  # keys kept only to be searched
+        self.keys, self.space = keys, n_groups * len(KIND_NAMES)
         self.first: np.ndarray | None = None
         if self.space > 8 * keys.size + (1 << 22):
-            self.keys = keys
             return
         n_kinds = len(KIND_NAMES)
         self.first = np.zeros(n_groups, np.int32)  # each group's first position
