@@ -17,7 +17,7 @@ the churn is. An engine with row threads allocates in the threads' own arenas, w
 thresholds measured neutral to ~5% slower (128K causal fa2: 117 s untuned, 122-124 s tuned), so
 it is left as it is.
 
-A timing-only run (no engine: the trace made without arithmetic, then timed) allocates and frees arrays as
+A one-core timing-only run (no engine: the trace made without arithmetic, then timed) allocates and frees arrays as
 long as its trace, tens of MB each, pass after pass. glibc serves each with a fresh mapping whose every
 page then faults in the kernel, and a freed one goes back to the system. ``keep_freed_memory`` serves every
 block from the heap and never trims it, so the next pass reuses the pages the last one freed: a 128K causal

@@ -30,7 +30,6 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from vfasim import __version__
-from vfasim.allocator import keep_freed_memory
 from vfasim.chip.fluid import POLICIES
 from vfasim.chip.run import ChipResult, Geometry, core_ops, representative_heads, simulate_chip, unit_bound_counts
 from vfasim.chip.occupancy import TileShape
@@ -240,7 +239,6 @@ def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch:
     group = heads // kv_heads
     rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
     if data_independent(policy):
-        keep_freed_memory()  # timing only: its passes reuse what the last ones freed
         padded = Tiling(rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:], 1, 1, mask_steps)
         trace = cached(("representative trace", padded, policy, repr(precision), decode, o_in_place),
                        lambda: trace_only(padded, policy, precision, decode=decode, o_in_place=o_in_place))
