@@ -1,12 +1,18 @@
-"""The allocator thresholds vfasim.run fixes for one-thread engines: applied on glibc, a no-op elsewhere."""
+"""The allocator settings vfasim.run makes for one-thread engines and timing-only runs: applied on glibc, a no-op
+elsewhere."""
 
 from __future__ import annotations
 
 import platform
 
-from vfasim.allocator import tune_allocator
+from vfasim.allocator import keep_freed_memory, tune_allocator
 
 
 def test_tune_allocator_applies_on_glibc_only():
     glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     assert tune_allocator() is glibc
+
+
+def test_keep_freed_memory_applies_on_glibc_only():
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert keep_freed_memory() is glibc

@@ -15,7 +15,15 @@ runs on one thread (full numerics checks, which share the cores with the referen
 workers given one core each; one-CPU machines): that engine allocates in the main arena, where
 the churn is. An engine with row threads allocates in the threads' own arenas, where fixing the
 thresholds measured neutral to ~5% slower (128K causal fa2: 117 s untuned, 122-124 s tuned), so
-it is left as it is. On other C libraries nothing happens.
+it is left as it is.
+
+A one-core timing-only run (no engine: the trace made without arithmetic, then timed) allocates and frees arrays as
+long as its trace, tens of MB each, pass after pass. glibc serves each with a fresh mapping whose every
+page then faults in the kernel, and a freed one goes back to the system. ``keep_freed_memory`` serves every
+block from the heap and never trims it, so the next pass reuses the pages the last one freed: a 128K causal
+fa2 run on one core (``--numerics off``) spent 1.2 s of system time and now 0.4 s (medians of three), its peak
+1052 MiB then, 1018 MiB now (``benchmarks/bench_timing_only.py``). The process keeps its peak heap until it
+exits (what it frees is reused, not returned). On other C libraries nothing happens.
 """
 
 from __future__ import annotations
@@ -23,17 +31,30 @@ from __future__ import annotations
 import ctypes
 import platform
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameter numbers, from glibc's malloc.h
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4  # mallopt parameter numbers, from glibc's malloc.h
 MMAP_THRESHOLD = 16 << 20  # blocks up to this size come from the heap and are reused
 TRIM_THRESHOLD = 32 << 20  # free memory kept at the heap's top before it is given back (above a step's ~18 MB of temporaries)
 
 
+NEVER_TRIM = (1 << 31) - 1  # the largest trim threshold mallopt takes (an int): the heap's top is kept
+
+
 def tune_allocator() -> bool:
     """Fix glibc's mmap and trim thresholds for this process; False where the C library is not glibc."""
+    return _mallopt((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def keep_freed_memory() -> bool:
+    """Serve every block from glibc's heap and never trim it, for this process; False where the C library is not
+    glibc."""
+    return _mallopt((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, NEVER_TRIM))
+
+
+def _mallopt(*settings: tuple[int, int]) -> bool:
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    return all([bool(mallopt(name, value)) for name, value in settings])

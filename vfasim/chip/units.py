@@ -228,11 +228,13 @@ def _tile_steps(trace: Trace, ops: np.ndarray) -> np.ndarray:
     return np.unique(tiles)
 
 
-def last_tiles(trace: Trace, streams: tuple[np.ndarray, ...], keep: int) -> tuple[np.ndarray, ...]:
-    """Each stream with only its last ``keep`` key tiles, prelude and epilogue kept."""
+def last_tiles(trace: Trace, streams: tuple[np.ndarray, ...], keep: int,
+               tiles_of: list[np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
+    """Each stream with only its last ``keep`` key tiles, prelude and epilogue kept (``tiles_of``: each stream's
+    ``_tile_steps``, if known)."""
     out = []
-    for ops in streams:
-        step, tiles = _at(trace.step, ops), _tile_steps(trace, ops)
+    for ops, tiles in zip(streams, tiles_of or [_tile_steps(trace, ops) for ops in streams], strict=True):
+        step = _at(trace.step, ops)
         cut = tiles[-keep - 1] if tiles.size > keep else 0
         out.append(ops[(step == 0) | (step == step.max()) | (step > cut)])
     return tuple(out)
@@ -346,8 +348,9 @@ class UnitTimer:
         short one; once a kind."""
         if kind not in self._long:
             parts = self.kinds[kind].streams
-            n = tile_count(self.trace, parts)
-            self._long[kind] = None if n <= LONG_TILES else (n, [self._keyed(last_tiles(self.trace, parts, m))
+            tiles = [_tile_steps(self.trace, ops) for ops in parts]  # as tile_count finds them, once for both
+            n = max(t.size for t in tiles)
+            self._long[kind] = None if n <= LONG_TILES else (n, [self._keyed(last_tiles(self.trace, parts, m, tiles))
                                                                    for m in SHORT_TILES])
         return self._long[kind]
 
