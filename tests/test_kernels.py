@@ -482,8 +482,8 @@ def test_a_tile_rule_may_apply_to_some_algorithms_only():
     assert triton.tile(256, "16bit", True, algo="fa2").block_floor(1) == 0  # 16-bit causal: no floor given
     doc = yaml.safe_load((KERNELS / "triton.yaml").read_text())
     doc["tiles"][0]["algorithms"] = ["fa3"]
-    with pytest.raises(ValueError, match="unknown algorithm 'fa3'"):
-        Kernel.model_validate(doc)
+    with pytest.raises(VfasimError, match="kernel triton names unknown algorithm 'fa3'"):
+        vfasim.run("H100-SXM", "fa2", kernel=Kernel.model_validate(doc), seq_len=256, numerics_heads=0)
 
 
 def test_a_block_floor_for_one_algorithm_slows_only_its_runs():

@@ -38,7 +38,6 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vfasim.formats import FormatClass
-from vfasim.functional.policy import ALGORITHMS
 from vfasim.trace import OP_KINDS
 
 ACC_BYTES = 4  # fp32 scores and O accumulator
@@ -395,10 +394,6 @@ class Kernel(_Strict):
                 r.warp_grid for r in [*self.tiles, *(self.decode.tiles if self.decode else [])])):
             raise ValueError("p_in: shared and a tile's warp_grid price the warps' operand reads from shared memory: "
                              "they need operands_from_shared")
-        unknown = [a for r in [*self.tiles, *(self.decode.tiles if self.decode else [])] for a in r.algorithms or []
-                   if a not in ALGORITHMS] + [a for a in self.masked_loop_apart if a not in ALGORITHMS]
-        if unknown:
-            raise ValueError(f"unknown algorithm {unknown[0]!r} (valid: {', '.join(ALGORITHMS)})")
         if self.mma == "shared" and self.operands_from_shared:
             raise ValueError("operands_from_shared needs mma: per_stream (warp-group MMAs read shared memory "
                              "themselves)")
@@ -422,6 +417,12 @@ class Kernel(_Strict):
         raise ValueError(f"kernel {self.name} has no {'decode ' if decode else ''}tile for head dim {head_dim} "
                          f"with {fmt} inputs" + (f" (it supports head dims up to {dims[-1]})" if dims
                                                  else f" (no {fmt} tiles)"))
+
+    def algorithm_names(self) -> set[str]:
+        """The algorithms the description names (tile rules' ``algorithms``, ``masked_loop_apart``), which the runner
+        checks against those it knows."""
+        return {a for r in [*self.tiles, *(self.decode.tiles if self.decode else [])] for a in r.algorithms or []} \
+            | set(self.masked_loop_apart)
 
     def streams_per_cta(self, rule: TileRule) -> int:
         """Tile streams of a CTA with this tile; a tile of no more rows than one stream's is one stream."""

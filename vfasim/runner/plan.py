@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vfasim.errors import VfasimError
+from vfasim.functional.policy import ALGORITHMS
 from vfasim.hw import HardwareConfig, load_hw
 from vfasim.hw.formats import with_matmul_format
 from vfasim.kernel import Kernel, load_kernel
@@ -55,6 +56,9 @@ def plan(keywords: Mapping[str, Any], warn: bool = True) -> Plan:
     check_combination(inputs, config, warn)
     check_applies(inputs, config)
     kernel = load_kernel(inputs.kernel or DEFAULT_KERNEL) if config.chip is not None else None  # loaded once
+    unknown = sorted(kernel.algorithm_names() - set(ALGORITHMS)) if kernel is not None else []
+    if kernel is not None and unknown:
+        raise VfasimError(f"kernel {kernel.name} names unknown algorithm {unknown[0]!r} (valid: {', '.join(ALGORITHMS)})")
     check_tuning_names(config, kernel.name if kernel is not None else None)
     timed = config if inputs.matmul_format is None else with_matmul_format(config, inputs.matmul_format)
     return Plan(inputs, config, timed, kernel)
