@@ -31,15 +31,15 @@ TABLES = (VALIDATION / "dispatch_vfa_h200_2026_11" / "programs.csv",
 COLUMNS = ("mode", "format", "head_dim", "mask", "lengths", "ctas", "block_cycles", "cta_cycles", "shipped_floor")
 
 
-def _programs(paths: list[Path]) -> dict[tuple, list[tuple[int, int, int]]]:
-    """(mode, format, head dim, causal, seq_len) -> [(pid_m, sm_cycles, batch x heads)] of every program."""
-    out: dict[tuple, list[tuple[int, int, int]]] = defaultdict(list)
+def _programs(paths: list[Path]) -> dict[tuple, list[tuple[int, int]]]:
+    """(mode, format, head dim, causal, seq_len) -> [(pid_m, sm_cycles)] of every program."""
+    out: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     for path in paths:
         with open(path, newline="") as f:
             for r in csv.DictReader(f):
                 fmt = "fp8_e4m3" if "fp8_e4m3" in r["case"] else "bf16" if "bf16" in r["case"] else "fp16"
                 key = (r["mode"], fmt, int(r["head_dim"]), r["causal"] == "true", int(r["seq_len"]))
-                out[key].append((int(r["pid_m"]), int(r["sm_cycles"]), int(r["batch"]) * int(r["heads"])))
+                out[key].append((int(r["pid_m"]), int(r["sm_cycles"])))
     return out
 
 
@@ -59,7 +59,7 @@ def block_costs(paths: list[Path]) -> list[dict]:
             late = blocks >= blocks.max() / 2
             slope, icpt = np.polyfit(blocks[late], p[late, 1], 1) if np.ptp(blocks[late]) else (None, None)
         elif len(lengths) >= 2:
-            pts = [(n // rule.block_k, float(np.mean([c for _, c, _ in progs[(mode, fmt, head_dim, causal, n)]])))
+            pts = [(n // rule.block_k, float(np.mean([c for _, c in progs[(mode, fmt, head_dim, causal, n)]])))
                    for n in lengths[-2:]]
             slope = (pts[1][1] - pts[0][1]) / (pts[1][0] - pts[0][0])
             icpt = pts[1][1] - slope * pts[1][0]
