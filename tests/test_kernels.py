@@ -506,3 +506,38 @@ def test_a_block_floor_for_one_algorithm_slows_only_its_runs():
                  block_q=128, block_k=32)  # blocks the kernel does not run: its measured floor does not apply
     assert vfasim.run("H100-SXM", "fa2", kernel=shipped, **given).latency_cycles == \
         vfasim.run("H100-SXM", "fa2", kernel=unfloored, **given).latency_cycles
+
+
+def test_the_triton_tiles_fit_as_many_ctas_an_sm_as_nsight_compute_measured():
+    """Every compiled variant of the Triton kernel (mode, format, head dim, mask, decode tile): the model's CTAs an SM
+    from its tile's registers and shared memory equal the smaller of Nsight Compute's two occupancy limits."""
+    import csv
+
+    table = Path(__file__).resolve().parents[1] / "validation" / "regs_h200_2026_11" / "ncu.csv"
+    rows = [r for r in csv.DictReader(table.open()) if r["launch"] == "profiled"]
+    assert len(rows) == 54
+    got, want = [], []
+    for r in rows:
+        decode = dict(decode=True, queries=1) if r["seq_len_q"] == "1" else {}
+        got.append(vfasim.run("H200", r["mode"], kernel="triton", seq_len=256, head_dim=int(r["head_dim"]), heads=2,
+                              causal=r["causal"] == "True", matmul_format=r["dtype"], numerics_heads=0,
+                              **decode).chip["streams_per_core"])
+        want.append(min(int(r["launch__occupancy_limit_registers"]), int(r["launch__occupancy_limit_shared_mem"])))
+    assert got == want
+    assert sorted(set(want)) == [1, 2, 3, 4, 6]  # the table spans one to six CTAs an SM
+
+
+def test_a_kernel_whose_gaps_other_ctas_fill_runs_its_tensor_pipes_at_full_rate_only_when_ctas_share_a_core():
+    """The Triton kernel at head dim 64 (two CTAs an SM): with gaps_filled_by_ctas, a 16-bit launch of two CTAs a core
+    is faster than with the chip's tensor_efficiency on every unit; a launch of one CTA a core, or in fp8, is the same."""
+    doc = yaml.safe_load((KERNELS / "triton.yaml").read_text())
+    assert doc["gaps_filled_by_ctas"] == ["16bit"]
+    unfilled = Kernel.model_validate({**doc, "gaps_filled_by_ctas": []})
+
+    def cycles(kernel: Kernel | str, heads: int, fmt: str = "fp16") -> int:
+        return vfasim.run("H100-SXM", "fa2", kernel=kernel, seq_len=1024, head_dim=64, heads=heads, batch=1,
+                          causal=False, matmul_format=fmt, numerics_heads=0).latency_cycles
+
+    assert cycles("triton", 16) == cycles(unfilled, 16)  # 128 CTAs: one a core
+    assert cycles("triton", 33) < cycles(unfilled, 33)  # 264 CTAs of 8 query blocks: two a core
+    assert cycles("triton", 33, "fp8_e4m3") == cycles(unfilled, 33, "fp8_e4m3")  # fp8: not filled

@@ -216,16 +216,19 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
         if kernel.operands_from_shared else None
     prepass = kernel.minit == "prepass" and bool(np.any(trace.kind == KIND_CODE["key_summary"]))
     mma = stream_mma(plan.core, warps, operands, shape, chip.core_limits) if kernel.mma == "per_stream" else None
-    core_k = tile_core(plan.core, rule)
     pipelined = kernel.loop_pipelined if rule.loop_pipelined is None else rule.loop_pipelined
     buffers, in_order = kernel.score_buffers, not pipelined or not kernel.skip_loop_pipelined and bool(
         np.any(trace.kind == KIND_CODE["skip_test"]))
-    if in_order:
-        alone = geo.n_qblocks * geo.heads // geo.kv_heads == 1  # each K/V head's tiles read by one unit: from HBM
-        core_k, buffers = in_order_core(core_k, chip, hw.clock_ghz, streams, alone), 1  # no tile loaded ahead
-    if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
-        core_k = core_k.model_copy(update={"op_map": {**core_k.op_map, "key_summary": FUSED}})
-    timing = UnitTiming(core_k, buffers, schedule, resident_memory=in_order, mma=mma)
+    alone = geo.n_qblocks * geo.heads // geo.kv_heads == 1  # each K/V head's tiles read by one unit: from HBM
+    core_k = _unit_core(plan.core, rule, chip, hw.clock_ghz, streams, in_order, alone, prepass)
+    shared = None
+    if format_class(hw.precision.matmul) in kernel.gaps_filled_by_ctas and slots > 1 \
+            and tuning.tensor_efficiency != 1.0:
+        full = tuned_core(replace_buffers(hw, kernel.score_buffers),
+                          tuning.model_copy(update={"tensor_efficiency": 1.0}), kernel, mask_work)
+        shared = _unit_core(full, rule, chip, hw.clock_ghz, streams, in_order, alone, prepass)
+    timing = UnitTiming(core_k, 1 if in_order else buffers, schedule, resident_memory=in_order, mma=mma,
+                        shared_core=shared)
     timer = UnitTimer(trace, timing, launch.kinds, digest, rule.block_floor if rule.block_cycles else None)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
@@ -299,6 +302,19 @@ def tile_core(core: HardwareConfig, rule: TileRule) -> HardwareConfig:
         roles = tuple(r for r in ("tensor", "vector", "exp", "memory") if r in present)
         update.update(take_turns=roles if len(roles) > 1 else (), turns_within="row" if len(roles) > 1 else "core")
     return core.model_copy(update=update) if update else core
+
+
+def _unit_core(core: HardwareConfig, rule: TileRule, chip: ChipSpec, clock_ghz: float, streams: int,
+               in_order: bool, alone: bool, prepass: bool) -> HardwareConfig:
+    """The core as the launch's units run on it: ``rule``'s tile (``tile_core``), a loop that is not
+    software-pipelined (``in_order_core``; ``alone``: its tiles come from the HBM), the pre-pass's key summaries
+    only read."""
+    core = tile_core(core, rule)
+    if in_order:
+        core = in_order_core(core, chip, clock_ghz, streams, alone)  # no tile loaded ahead: one buffer (the caller)
+    if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
+        core = core.model_copy(update={"op_map": {**core.op_map, "key_summary": FUSED}})
+    return core
 
 
 def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, streams: int,

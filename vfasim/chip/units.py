@@ -285,13 +285,16 @@ class UnitTiming:
     schedule: str = "pipelined"
     resident_memory: bool = False  # memory pipes dealt by row are shared by the rows timed together, not the slots
     mma: StreamMma | None = None  # a per-stream mma kernel: its tensor pipes dealt to the rows timed together
+    shared_core: HardwareConfig | None = None  # the core where two or more units share it (``Kernel.gaps_filled_by_ctas``)
 
     def timeline(self, trace: Trace, streams: tuple[np.ndarray, ...], copies: int = 1) -> tuple[Trace, Timeline]:
-        """``copies`` copies of a unit's ``streams`` interleaved (``interleaved``) and their timeline on the core;
-        with ``resident_memory`` each memory pipe dealt by row gives each of those rows an equal share of its rate,
-        and with ``mma`` each tensor pipe is dealt to those rows (``StreamMma``)."""
+        """``copies`` copies of a unit's ``streams`` interleaved (``interleaved``) and their timeline on the core
+        (``shared_core``, if given, for two or more copies); with ``resident_memory`` each memory pipe dealt by row
+        gives each of those rows an equal share of its rate, and with ``mma`` each tensor pipe is dealt to those rows
+        (``StreamMma``)."""
         merged = interleaved(trace, streams, copies)
-        hw = replace_buffers(self.core, self.score_buffers * copies * len(streams))
+        core = self.shared_core if self.shared_core is not None and copies > 1 else self.core
+        hw = replace_buffers(core, self.score_buffers * copies * len(streams))
         if self.resident_memory:
             hw = _memory_by_rows(hw, copies * len(streams))
         if self.mma is not None:
@@ -320,8 +323,8 @@ class UnitTimer:
     def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind], digest: str = "",
                  block_floor: Callable[[int], int] | None = None) -> None:
         self.trace, self.timing, self.kinds, self.block_floor = trace, timing, kinds, block_floor
-        self._key = (digest, timing.core.digest(), timing.score_buffers, timing.schedule,
-                     timing.resident_memory, timing.mma) if digest else ()
+        self._key = (digest, timing.core.digest(), timing.shared_core and timing.shared_core.digest(),
+                     timing.score_buffers, timing.schedule, timing.resident_memory, timing.mma) if digest else ()
         self._cycles: dict[tuple[int, int], int] = {}
         self._short_cycles: dict[tuple, int] = {}
         self._long: dict[int, tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None] = {}

@@ -296,6 +296,11 @@ class Kernel(_Strict):
                                  "softmax overlapping another's MMAs); false: the kernel's warp groups, and the CTAs "
                                  "sharing a core, reach the softmax in phase (no ping-pong schedule), so its exps and "
                                  "matmuls take turns on the core", strict=True)
+    gaps_filled_by_ctas: list[FormatClass] = Field(
+        default_factory=list, description="Matmul format classes in which, where two or more of its CTAs share a core, "
+        "the tensor pipes run at their datasheet rate: the gaps the chip's tensor_efficiency stands for (one CTA's "
+        "dependent chain, measured with one CTA a core) are filled by another CTA's work; in others (and by default) "
+        "the efficiency applies however many share")
     kv_stages: int = Field(strict=True, gt=0, le=8, description="K/V pipeline stages")
     kv_ring: bool = Field(default=False, description="K and V tiles share one ring of kv_stages buffers (each "
                           "stage holds a K or a V tile); false: each stage holds a K and a V tile", strict=True)
