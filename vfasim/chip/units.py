@@ -223,10 +223,10 @@ SHORT_TILES = (8, 12)  # tiles kept in the two short simulations that measure th
 def _tile_steps(trace: Trace, ops: np.ndarray) -> np.ndarray:
     """Distinct steps of a stream's key tiles (its steps between prelude and epilogue), sorted."""
     step = _at(trace.step, ops)
-    tiles = step[(step > 0) & (step < step.max())]
-    if np.all(tiles[1:] >= tiles[:-1]):  # a row's ops go step by step: its distinct steps are where they change
-        return tiles[np.flatnonzero(tiles[1:] != tiles[:-1]).tolist() + [tiles.size - 1]] if tiles.size else tiles
-    return np.unique(tiles)
+    if step.size and np.all(step[1:] >= step[:-1]):  # a row's ops go step by step: its tiles are one slice, and its
+        tiles = step[np.searchsorted(step, 0, "right"):np.searchsorted(step, step[-1])]  # distinct steps are where
+        return tiles[np.append(tiles[1:] != tiles[:-1], True)] if tiles.size else tiles  # they change
+    return np.unique(step[(step > 0) & (step < step.max())])
 
 
 def last_tiles(trace: Trace, streams: tuple[np.ndarray, ...], keep: int,
