@@ -223,9 +223,9 @@ SHORT_TILES = (8, 12)  # tiles kept in the two short simulations that measure th
 def _tile_steps(trace: Trace, ops: np.ndarray) -> np.ndarray:
     """Distinct steps of a stream's key tiles (its steps between prelude and epilogue), sorted."""
     step = _at(trace.step, ops)
-    if step.size and np.all(step[1:] >= step[:-1]):  # a row's ops go step by step: its tiles are one slice, and its
-        tiles = step[np.searchsorted(step, 0, "right"):np.searchsorted(step, step[-1])]  # distinct steps are where
-        return tiles[np.append(tiles[1:] != tiles[:-1], True)] if tiles.size else tiles  # they change
+    if step.size and np.all(step[1:] >= step[:-1]):  # a row's ops go step by step: its tiles are one slice
+        tiles = step[np.searchsorted(step, 0, "right"):np.searchsorted(step, step[-1])]
+        return tiles[np.append(tiles[1:] != tiles[:-1], True)] if tiles.size else tiles  # where the steps change
     return np.unique(step[(step > 0) & (step < step.max())])
 
 
