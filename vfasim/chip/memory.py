@@ -160,8 +160,19 @@ class L2Cache:
         self.size[keys[~resident]] = sizes[~resident]
         self._append(keys)
         if self.used > self.capacity:
-            self._drop_front(*self._front_until(self.used - self.capacity, int(sizes[0])))
+            self._drop_front(*self._evicted(keys))
         return hit
+
+    def _evicted(self, keys: np.ndarray) -> tuple[int, int]:
+        """``_front_until`` for the bytes over the capacity once ``keys`` were looked up (the log's newest places).
+        Where those keys alone overflow the L2, every other resident key goes before some of them: the place
+        follows from their own sizes, without reading the log."""
+        held = np.cumsum(self.size[keys])
+        over, others = self.used - self.capacity, self.used - int(held[-1])  # others: the other keys' bytes
+        if others >= over:
+            return self._front_until(over, int(self.size[keys[0]]))
+        end = int(np.searchsorted(held, over - others))  # the first of its keys to hold what is left to free
+        return self.fill - keys.size + end + 1, others + int(held[end])
 
     def _one_by_one(self, keys: list[int], sizes: list[int]) -> int:
         self.intact = False

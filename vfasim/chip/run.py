@@ -69,7 +69,6 @@ from vfasim.chip.units import (
     busy_by_pipeline,
     replace_buffers,
     split_count,
-    unit_weights,
 )
 from vfasim.errors import VfasimError
 from vfasim.formats import format_class
@@ -209,7 +208,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     strip = geo.n_qblocks if geo.representative and geo.per_kv_head_ops else None
     launch = cached(("launch", digest, geo, group, splits, kernel.pad_streams),
                     lambda: build_launch(trace, rows, kv_key, label, splits, kernel.pad_streams, strip))
-    busy = busy_by_pipeline(trace, priced, unit_weights(trace, launch), len(core.pipelines))
+    busy = busy_by_pipeline(trace, priced, launch, len(core.pipelines))
     del priced  # a few bytes an op, not kept through the event loop
     warps = rule.warps or kernel.warps
     operands = OperandReads(*(rule.warp_grid or (warps, 1)), kernel.p_in == "shared") \

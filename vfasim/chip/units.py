@@ -40,6 +40,7 @@ from vfasim.hw.config import HardwareConfig
 from vfasim.reuse import cached
 from vfasim.sim import simulate
 from vfasim.sim.engine import Timeline
+from vfasim.sim.sums import sums_by
 from vfasim.trace import COLUMNS, KIND_CODE, Trace
 
 
@@ -222,10 +223,10 @@ SHORT_TILES = (8, 12)  # tiles kept in the two short simulations that measure th
 def _tile_steps(trace: Trace, ops: np.ndarray) -> np.ndarray:
     """Distinct steps of a stream's key tiles (its steps between prelude and epilogue), sorted."""
     step = _at(trace.step, ops)
-    tiles = step[(step > 0) & (step < step.max())]
-    if np.all(tiles[1:] >= tiles[:-1]):  # a row's ops go step by step: its distinct steps are where they change
-        return tiles[np.flatnonzero(tiles[1:] != tiles[:-1]).tolist() + [tiles.size - 1]] if tiles.size else tiles
-    return np.unique(tiles)
+    if step.size and np.all(step[1:] >= step[:-1]):  # a row's ops go step by step: its tiles are one slice
+        tiles = step[np.searchsorted(step, 0, "right"):np.searchsorted(step, step[-1])]
+        return tiles[np.append(tiles[1:] != tiles[:-1], True)] if tiles.size else tiles  # where the steps change
+    return np.unique(step[(step > 0) & (step < step.max())])
 
 
 def last_tiles(trace: Trace, streams: tuple[np.ndarray, ...], keep: int,
@@ -381,24 +382,16 @@ def replace_buffers(hw: HardwareConfig, buffers: int) -> HardwareConfig:
     return hw.model_copy(update={"score_buffers": buffers})
 
 
-def unit_weights(trace: Trace, launch: Launch) -> np.ndarray:
-    """How many units of the launch run each op of the trace."""
-    weight = np.zeros(len(trace))
-    units = np.bincount(launch.kind, minlength=len(launch.kinds))
-    for k, kind in enumerate(launch.kinds):
-        for ops in kind.streams:  # distinct op ids: one addition each
-            weight[ops] += units[k]
-    return weight
-
-
-def busy_by_pipeline(trace: Trace, priced: tuple[np.ndarray, np.ndarray], weight: np.ndarray,
+def busy_by_pipeline(trace: Trace, priced: tuple[np.ndarray, np.ndarray], launch: Launch,
                      pipelines: int) -> tuple[np.ndarray, np.ndarray]:
-    """(busy cycles per pipeline, cycles per op kind) of the trace whose ops ``op_cycles`` priced, each op counted
-    ``weight`` times."""
+    """(busy cycles per pipeline, cycles per op kind) of the launch's units, the trace's ops priced by ``op_cycles``:
+    each kind's streams summed once, times its units (exact integer sums, as float64)."""
     pipe, cycles = priced
-    w = cycles * weight
-    on = pipe >= 0
-    return (np.bincount(pipe[on], weights=w[on], minlength=pipelines),
-            np.bincount(trace.kind, weights=w, minlength=len(KIND_CODE)))
-
-
+    units = np.bincount(launch.kind, minlength=len(launch.kinds))
+    busy, by_kind = np.zeros(pipelines, np.int64), np.zeros(len(KIND_CODE), np.int64)
+    for k, kind in enumerate(launch.kinds):
+        for ops in kind.streams if units[k] else ():
+            c = _at(cycles, ops)
+            busy += units[k] * sums_by(_at(pipe, ops), c, pipelines)
+            by_kind += units[k] * sums_by(_at(trace.kind, ops), c, len(KIND_CODE))
+    return busy.astype(np.float64), by_kind.astype(np.float64)
