@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 
@@ -511,10 +512,9 @@ def test_a_block_floor_for_one_algorithm_slows_only_its_runs():
 def test_the_triton_tiles_fit_as_many_ctas_an_sm_as_nsight_compute_measured():
     """Every compiled variant of the Triton kernel (mode, format, head dim, mask, decode tile): the model's CTAs an SM
     from its tile's registers and shared memory equal the smaller of Nsight Compute's two occupancy limits."""
-    import csv
-
     table = Path(__file__).resolve().parents[1] / "validation" / "regs_h200_2026_11" / "ncu.csv"
-    rows = [r for r in csv.DictReader(table.open()) if r["launch"] == "profiled"]
+    with table.open() as f:
+        rows = [r for r in csv.DictReader(f) if r["launch"] == "profiled"]
     assert len(rows) == 54
     got, want = [], []
     for r in rows:
