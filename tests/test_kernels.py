@@ -541,3 +541,6 @@ def test_a_kernel_whose_gaps_other_ctas_fill_runs_its_tensor_pipes_at_full_rate_
     assert cycles("triton", 16) == cycles(unfilled, 16)  # 128 CTAs: one a core
     assert cycles("triton", 33) < cycles(unfilled, 33)  # 264 CTAs of 8 query blocks: two a core
     assert cycles("triton", 33, "fp8_e4m3") == cycles(unfilled, 33, "fp8_e4m3")  # fp8: not filled
+    busy = [vfasim.run("H100-SXM", "fa2", kernel=k, seq_len=1024, head_dim=64, heads=33, batch=1, causal=False,
+                       numerics_heads=0).chip["utilization"]["tensor"] for k in ("triton", unfilled)]
+    assert busy[0] < busy[1]  # the reported tensor busy is priced as the units sharing a core run it

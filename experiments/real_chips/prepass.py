@@ -17,8 +17,8 @@ from pathlib import Path
 
 from vfasim import run
 from vfasim.hw import load_hw
-from vfasim.validate import CHIPS, FORMATS
 from vfasim.report.tables import write_table
+from vfasim.validate import CHIPS, FORMATS
 
 HERE = Path(__file__).resolve().parent
 TABLE = HERE.parents[1] / "validation" / "prepass_h200_2026_11" / "prepass.csv"
@@ -39,7 +39,8 @@ def compare(table: Path, chip: str = CHIP, max_rows: int | None = None) -> list[
         if res.shape["block_k"] != block_k:
             continue  # another key-block size than the kernel's tile: not a pre-pass the model runs
         model_us = res.chip["prepass_cycles"] / (hw.clock_ghz * 1e3)
-        rows.append({"head_dim": head_dim, "dtype": r["dtype"], "block_k": block_k, "programs": programs, "call_us": float(r["call_us"]), "model_us": round(model_us, 3),
+        rows.append({"head_dim": head_dim, "dtype": r["dtype"], "block_k": block_k, "programs": programs,
+                     "call_us": float(r["call_us"]), "model_us": round(model_us, 3),
                      "error": round(model_us / float(r["call_us"]) - 1, 4)})
     return rows
 

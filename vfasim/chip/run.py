@@ -195,11 +195,17 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
                           "unit_overhead_cycles")
     mask_work = kernel.causal_mask_work(rule, geo.uneven) if geo.causal else 1.0
     core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning, kernel, mask_work)
-    priced = op_cycles(trace, core)  # prices every op by its own dtype: refuses one the config has no rate for
     streams = occupancy(kernel, rule, shape, chip.core_limits)
     group = kernel.streams_per_cta(rule) if geo.n_qblocks > 1 or kernel.pad_streams else 1
     rows, kv_key, label = _units(geo, group)
     slots = streams // group
+    full = None  # the core where units share it and fill each other's tensor gaps (``Kernel.gaps_filled_by_ctas``)
+    if format_class(hw.precision.matmul) in kernel.gaps_filled_by_ctas and slots > 1 \
+            and tuning.tensor_efficiency != 1.0:
+        full = tuned_core(replace_buffers(hw, kernel.score_buffers),
+                          tuning.model_copy(update={"tensor_efficiency": 1.0}), kernel, mask_work)
+    # every op by its own dtype (refusing one the config has no rate for), as units sharing a core run it
+    priced = op_cycles(trace, core if full is None else full)
     split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
     splits = min(geo.splits, geo.n_kblocks) or split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
     overhead = tuning.overhead(rule.cta_cycles) + (rule.masked_loop_cycles or 0 if geo.masked_loop else 0)
@@ -216,18 +222,12 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     prepass = kernel.minit == "prepass" and bool(np.any(trace.kind == KIND_CODE["key_summary"]))
     mma = stream_mma(plan.core, warps, operands, shape, chip.core_limits) if kernel.mma == "per_stream" else None
     pipelined = kernel.loop_pipelined if rule.loop_pipelined is None else rule.loop_pipelined
-    buffers, in_order = kernel.score_buffers, not pipelined or not kernel.skip_loop_pipelined and bool(
-        np.any(trace.kind == KIND_CODE["skip_test"]))
+    in_order = not pipelined or not kernel.skip_loop_pipelined and bool(np.any(trace.kind == KIND_CODE["skip_test"]))
     alone = geo.n_qblocks * geo.heads // geo.kv_heads == 1  # each K/V head's tiles read by one unit: from HBM
-    core_k = _unit_core(plan.core, rule, chip, hw.clock_ghz, streams, in_order, alone, prepass)
-    shared = None
-    if format_class(hw.precision.matmul) in kernel.gaps_filled_by_ctas and slots > 1 \
-            and tuning.tensor_efficiency != 1.0:
-        full = tuned_core(replace_buffers(hw, kernel.score_buffers),
-                          tuning.model_copy(update={"tensor_efficiency": 1.0}), kernel, mask_work)
-        shared = _unit_core(full, rule, chip, hw.clock_ghz, streams, in_order, alone, prepass)
-    timing = UnitTiming(core_k, 1 if in_order else buffers, schedule, resident_memory=in_order, mma=mma,
-                        shared_core=shared)
+    unit_core = (rule, chip, hw.clock_ghz, streams, in_order, alone, prepass)
+    timing = UnitTiming(_unit_core(plan.core, *unit_core), 1 if in_order else kernel.score_buffers, schedule,
+                        resident_memory=in_order, mma=mma,
+                        shared_core=None if full is None else _unit_core(full, *unit_core))
     timer = UnitTimer(trace, timing, launch.kinds, digest, rule.block_floor if rule.block_cycles else None)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
     combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
