@@ -131,6 +131,25 @@ def test_chain_compares_the_tile_with_one_and_two_ctas_per_sm(tmp_path):
     assert r["ctas"] == 264  # a head's 128 query rows are two 64-row CTAs
 
 
+def test_unpipelined_prices_the_one_stage_loops_in_program_order_and_sets_vsa_beside_them(tmp_path):
+    study = _script("real_chips", "unpipelined")
+    rows = study.compare(max_rows=4)  # head dim 64, full, 512 tokens: FA2 and VFA in fp16 and fp8
+    assert [(r["kernel"], r["dtype"]) for r in rows] == [
+        ("triton_fa2", "fp16"), ("triton_vfa_attn", "fp16"), ("triton_fa2", "fp8_e4m3"), ("triton_vfa_attn", "fp8_e4m3")]
+    for r in rows:
+        assert r["model_error"] == round(r["model_us"] / r["measured_us"] - 1, 4)
+    assert [r["vsa_over_vfa_s1"] == "" for r in rows] == [True, False, True, False]  # VSA beside VFA's rows only
+    pipelined = study.predict(study.table_row("floor", {**_first_fa2(study.TABLE), "kernel": "triton_fa2"}))
+    assert rows[0]["model_us"] > pipelined.predicted  # the loads wait in program order: slower than the pipelined loop
+    assert study.main(["--max-rows", "2", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "unpipelined.md").read_text().startswith("| kernel | dtype | head_dim |")
+
+
+def _first_fa2(table: Path) -> dict:
+    with open(table, newline="") as f:
+        return next(r for r in csv.DictReader(f) if r["kernel"] == "triton_fa2")
+
+
 def test_the_bm64_campaign_describes_the_shipped_triton_kernel_with_other_tiles():
     from vfasim.kernel import load_kernel
     shipped = load_kernel("triton").model_dump()

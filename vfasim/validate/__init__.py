@@ -147,10 +147,11 @@ def load_rows() -> list[Row]:
     files = sorted(((f.name, f) for f in root.iterdir() if f.name.endswith(".csv")), key=lambda nf: nf[0])
     campaigns = sorted((d.name, d.joinpath("attention.csv")) for d in root.iterdir() if d.is_dir())
     files += [(f"{name}/attention.csv", f) for name, f in campaigns if f.is_file()]
-    return [_row(name, r) for name, f in files for r in csv.DictReader(f.read_text().splitlines())]
+    return [table_row(name, r) for name, f in files for r in csv.DictReader(f.read_text().splitlines())]
 
 
-def _row(table: str, r: dict) -> Row:
+def table_row(table: str, r: dict) -> Row:
+    """One CSV row of ``table`` (validation/'s schema) as a ``Row``."""
     tflops = "tflops" in r
     value = float(r["tflops"]) if tflops else float(r["value"])
     if not tflops and (r["metric"], r["unit"]) != ("latency", "us"):
