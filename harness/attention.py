@@ -20,6 +20,9 @@ import torch
 from harness import kernels, reference
 from harness.rows import BLIND_BATCHES, BLIND_DECODE, BLIND_DECODE_KEYS, BLIND_HEADS, BLIND_SEQS, DTYPES
 
+BLIND1 = (BLIND_SEQS, BLIND_BATCHES, BLIND_HEADS, BLIND_DECODE, BLIND_DECODE_KEYS, (2, 8), (32, 112, 160, 192),
+          ((1536, 8, (12, 12)), (6144, 2, (24, 8))))
+
 TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
 SDPA = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
 TRITON = ("triton_fa2", "triton_vfa", "triton_vsa")
@@ -117,29 +120,30 @@ def prefill_grid(head_dims=(64, 128), max_us: float = 50_000, min_us: float = 20
     return _round_robin(out, lambda c: (c.seq_k, c.head_dim, c.causal), seed=2)
 
 
-def blind_grid() -> list[Case]:
+def blind_grid(grid: tuple = BLIND1, tier: str = "blind") -> list[Case]:
     """Shapes no other grid holds, for a held-out check of descriptions finished before it is measured
-    (``rows.BLIND_*``): prefill at lengths, batches and head configs no other grid uses (head dims 64 and 128, and 32,
-    112, 160, 192 at a few shapes), and decode of 2 and 8 queries; every group gets one shape before any gets a
-    second."""
+    (``rows.BLIND_*``; ``rows.BLIND2`` the second such grid): prefill at lengths, batches and head configs no other
+    grid uses (head dims 64 and 128, and the grid's other head dims at a few shapes), and decode of a few queries; every
+    group gets one shape before any gets a second. ``tier`` prefixes the table's tier names."""
+    seqs, batches, head_configs, decode, decode_keys, queries, odd_dims, odd_shapes = grid
     out = []
     for d in (64, 128):
-        for n in BLIND_SEQS:
+        for n in seqs:
             for c in (False, True):
-                for b in BLIND_BATCHES:
-                    for h, hk in BLIND_HEADS:
-                        case = Case(b, h, hk, n, n, d, c, f"blind_d{d}")
+                for b in batches:
+                    for h, hk in head_configs:
+                        case = Case(b, h, hk, n, n, d, c, f"{tier}_d{d}")
                         if 20 <= est_us(case) <= 20_000:
                             out.append(case)
-    for d in (32, 112, 160, 192):
-        for n, b, (h, hk) in ((1536, 8, (12, 12)), (6144, 2, (24, 8))):
+    for d in odd_dims:
+        for n, b, (h, hk) in odd_shapes:
             for c in (False, True):
-                out.append(Case(b, h, hk, n, n, d, c, f"blind_d{d}"))
+                out.append(Case(b, h, hk, n, n, d, c, f"{tier}_d{d}"))
     for d in (128, 64):
-        for sq in (2, 8):
-            for sk in BLIND_DECODE_KEYS:
-                for b, h, hk in BLIND_DECODE:
-                    out.append(Case(b, h, hk, sq, sk, d, False, "blind_decode"))
+        for sq in queries:
+            for sk in decode_keys:
+                for b, h, hk in decode:
+                    out.append(Case(b, h, hk, sq, sk, d, False, f"{tier}_decode"))
     return _round_robin(out, lambda c: (c.tier, c.seq_k, c.causal), seed=3)
 
 

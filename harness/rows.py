@@ -34,6 +34,12 @@ BLIND_BATCHES = (2, 8, 32)
 BLIND_HEADS = ((12, 12), (40, 8), (24, 8), (20, 4))
 BLIND_DECODE = ((2, 40, 8), (16, 24, 8), (32, 12, 12))
 BLIND_DECODE_KEYS = (1500, 6000, 24000)
+#: a second blind grid (``attention.blind_grid(BLIND2)``), measured after the first had been compared: other lengths,
+#: batches and head configs (GQA 8:1 and 4:1 as large models use), head dim 256 at a few shapes, decode of 1 and 4
+#: queries; (seqs, batches, heads, decode, decode keys, decode queries, other head dims, the shapes they run)
+BLIND2 = ((640, 2304, 3584, 7000, 10240, 20480), (1, 6, 24), ((64, 8), (16, 2), (32, 4), (10, 10)),
+          ((4, 64, 8), (8, 32, 4), (64, 16, 2)), (3000, 10000, 48000), (1, 4), (256,),
+          ((3584, 6, (16, 2)), (10240, 1, (64, 8))))
 BOOLS = ("true", "false")
 
 
