@@ -12,13 +12,14 @@ import vfasim
 from vfasim.chip.fluid import BOUNDS
 from vfasim.chip.run import Geometry, OperandReads, representative_heads, simulate_chip, stream_mma
 from vfasim.chip.occupancy import TileShape
+from vfasim.chip.units import _split_ops
 from vfasim.kernel import load_kernel
 from vfasim.cli import main
 from vfasim.errors import VfasimError
 from vfasim.functional import Precision, Tiling, policy_for
 from vfasim.functional.trace_only import trace_only
 from vfasim.hw import HardwareConfig, load_hw
-from vfasim.sim import simulate
+from vfasim.sim import op_cycles, simulate
 from vfasim.trace import KIND_CODE
 
 # the fa2 kernel as the single-core engine prices it (every op of the trace; the shipped description folds the score
@@ -733,3 +734,22 @@ def test_a_kernel_that_rereads_q_moves_its_q_tile_with_every_k_load():
     assert np.array_equal(after.work[~k], trace.work[~k])
     efficient = load_kernel("efficient")
     assert efficient.q_reread and efficient.p_in == "shared" and not load_kernel("fa2").q_reread
+
+
+@pytest.mark.parametrize("share", [1.0, 0.5])
+def test_a_units_ops_priced_alone_cost_what_they_cost_in_the_whole_trace(share):
+    """A chip prices each unit kind's streams alone (``op_cycles`` with ``ops``): every op as in the whole trace, a
+    partly issuing pipeline's (``issue_share``) included; a whole row, and a decode split's ops (not one range)."""
+    hw = load_hw("H100-SXM")
+    vector = hw.pipelines["vector"]  # fast: a tile's other ops on the stream take less than its exp
+    hw = hw.model_copy(update={"pipelines": {
+        **hw.pipelines, "exp": hw.pipelines["exp"].model_copy(update={"issue_share": share}),
+        "vector": vector.model_copy(update={"throughput": {d: 10 * r for d, r in vector.throughput.items()}})}})
+    trace = trace_only(Tiling(512, 512, 64, 64, 64, True, 2, 1), policy_for("vfa"), Precision())
+    pipe, cycles = op_cycles(trace, hw)
+    bounds = np.searchsorted(trace.row, np.arange(int(trace.row.max()) + 2))
+    for r in range(bounds.size - 1):
+        for ops in (np.arange(bounds[r], bounds[r + 1], dtype=np.int32), _split_ops(trace, bounds[r], bounds[r + 1],
+                                                                                     1, 3)):
+            alone = op_cycles(trace, hw, ops)
+            assert alone[0].tolist() == pipe[ops].tolist() and alone[1].tolist() == cycles[ops].tolist()

@@ -1,5 +1,6 @@
 """Whole-trace passes worked a chunk at a time: the chunk sizes (and where the critical path's walk starts to
-jump) change nothing, and the counting sorts and sums they use agree with the plain definitions."""
+jump, and how many tiles the trace is emitted for at a time) change nothing, and the counting sorts and sums they
+use agree with the plain definitions."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import vfasim.functional.trace_only as trace_only_module
 import vfasim.sim.closed_form as closed_form
 import vfasim.sim.critical as critical
 import vfasim.sim.engine as engine
@@ -30,7 +32,8 @@ from reference_sim import issue_order
 
 CHUNKS = [(trace_module, "_CHUNK"), (closed_form, "_CHUNK"), (closed_form, "_PLACE_CHUNK"), (steady, "_CHUNK"),
           (schedule, "_CHUNK"), (sums, "CHUNK"), (critical, "_CHUNK"), (engine, "_CHUNK"),
-          (critical, "_STEPS")]  # the critical path's walk jumps after a few ops
+          (critical, "_STEPS"),  # the critical path's walk jumps after a few ops
+          (trace_only_module, "_TILES")]  # the trace emitted a few rows at a time
 
 
 def timed(algo: str, causal: bool, schedule_name: str, latency: dict) -> tuple:
@@ -49,7 +52,7 @@ def timed(algo: str, causal: bool, schedule_name: str, latency: dict) -> tuple:
 def test_chunk_sizes_change_nothing(monkeypatch, algo, causal, schedule_name, latency):
     monkeypatch.setattr(closed_form, "_STEADY_OPS", 0)  # the steady runs too
     whole = timed(algo, causal, schedule_name, latency)
-    for size, (module, name) in zip((5, 7, 3, 11, 13, 6, 9, 17, 4), CHUNKS, strict=True):
+    for size, (module, name) in zip((5, 7, 3, 11, 13, 6, 9, 17, 4, 40), CHUNKS, strict=True):
         monkeypatch.setattr(module, name, size)
     monkeypatch.setattr(trace_module._Column, "MAX_CHUNK", 5)
     assert timed(algo, causal, schedule_name, latency) == whole

@@ -104,6 +104,31 @@ def test_chunk_boundaries_and_threads_change_nothing(monkeypatch):
     assert_same_trace(small.trace, reference_trace(log, n_slots, result.trace.meta))
 
 
+def test_values_given_once_per_emit_or_per_op_land_on_their_ops():
+    """A kind's work, dtype and buffer flag given as one value for all its emits, as different values from emit to
+    emit, or per op (the builder keeps one value a kind where it can, else each emit's): each op gets its own."""
+    tb, log = TraceBuilder(3, 2, schedule=SOFTWARE_PIPELINE), []
+
+    def emit(kind, rows, step, work, dtype, deps=(), buffered=True):
+        rows = np.array(rows, np.int64)
+        kblock = np.full(rows.size, step - 1)
+        log.append((kind, rows, step, np.broadcast_to(work, rows.shape).copy(), dtype,
+                    [np.broadcast_to(d, rows.shape).copy() for d in deps], kblock, buffered))
+        return tb.emit(kind, rows, step, work, dtype, deps, kblock, buffered)
+
+    q = emit("load_q", [2, 0, 1], 0, 10, "float16")  # one value for every op of the kind
+    k = np.concatenate([emit("load_k", [1, 0], 1, 100, "float16"),  # values that differ between emits
+                        emit("load_k", [2], 1, 200, "float8_e4m3", buffered=False)])
+    s = emit("qk_matmul", [1, 0], 1, np.array([7, 8]), "float16", deps=(k[:2], q[[2, 1]]))  # per op
+    emit("qk_matmul", [2], 1, 9, "float16", deps=(k[2:], q[:1]), buffered=False)
+    emit("scale", [1, 0], 1, 5, "float32", deps=(s,))
+    emit("load_k", [0], 2, 100, "float16")
+    emit("qk_matmul", [0], 2, np.array([11]), "float16", deps=(np.array([-1]),))
+    built = tb.build()
+    assert_same_trace(built, reference_trace(log, tb.n_slots, built.meta))
+    assert built.work.tolist() == [10, 100, 8, 5, 100, 11, 10, 100, 7, 5, 10, 200, 9]
+
+
 def test_wide_key_space_uses_64_bit_keys():
     rows = 2**26  # rows * slots * kinds > 2^31
     tb = TraceBuilder(rows, 2, schedule=SOFTWARE_PIPELINE)

@@ -88,12 +88,10 @@ class ScheduleColumns(TypedDict):
     free_buffer: np.ndarray
 
 
-class _OpColumns(TypedDict):
-    """The columns ``TraceBuilder`` collects, by ``Trace`` field name."""
+class _KeyColumns(TypedDict):
+    """The columns ``TraceBuilder`` makes from the op keys and the key blocks emitted, by ``Trace`` field name."""
 
     kind: np.ndarray
-    dtype: np.ndarray
-    work: np.ndarray
     row: np.ndarray
     step: np.ndarray
     kblock: np.ndarray
@@ -157,9 +155,7 @@ class Trace:
 
     def tile_ids(self) -> np.ndarray:
         """Consecutive id per (row, step) group, in issue order."""
-        new = np.ones(len(self), dtype=bool)
-        new[1:] = (self.row[1:] != self.row[:-1]) | (self.step[1:] != self.step[:-1])
-        return np.cumsum(new) - 1
+        return tile_ids(self.row, self.step)
 
     def digest(self) -> str:
         """SHA-256 over every column: equal digests mean identical traces."""
@@ -167,6 +163,13 @@ class Trace:
         for arr in (*(getattr(self, c) for c in COLUMNS), self.dep_ptr, self.dep_idx):
             h.update(np.ascontiguousarray(arr).data)  # the bytes themselves: no copy
         return h.hexdigest()
+
+
+def tile_ids(row: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """Consecutive id per run of ops of one (row, step), given in issue order."""
+    new = np.ones(row.size, dtype=bool)
+    new[1:] = (row[1:] != row[:-1]) | (step[1:] != step[:-1])
+    return np.cumsum(new) - 1
 
 
 def validate(t: Trace) -> None:
@@ -219,8 +222,9 @@ class TraceBuilder:
     engine can name dependencies before global op ids exist; ``build`` sorts by
     key (= issue order) and resolves keys to ids. Emitted ops go straight into
     compact growing columns (keys in int32 where the key space allows, dependencies
-    as (op, key) pairs without the -1 placeholders), so a long run holds a few tens
-    of bytes per op until ``build``. ``emit`` may be called from several threads.
+    as (op, key) pairs without the -1 placeholders; a dtype, work or buffer flag given
+    as one value for an emit's ops is kept once, ``_ByKind``), so a long run holds a few
+    tens of bytes per op until ``build``. ``emit`` may be called from several threads.
     """
 
     def __init__(self, n_rows: int, n_steps: int, meta: dict | None = None, *,
@@ -230,8 +234,8 @@ class TraceBuilder:
         self.meta = dict(meta or {})
         self.schedule = schedule
         key_dtype = np.int32 if n_rows * self.n_slots * len(KIND_NAMES) < 2**31 else np.int64
-        self._ops = {"key": _Column(key_dtype), "dtype": _Column(np.uint8), "work": _Column(np.int64),
-                     "kblock": _Column(np.int32), "buffered": _Column(np.bool_)}
+        self._ops = {"key": _Column(key_dtype), "kblock": _Column(np.int32)}
+        self._by_kind = {"dtype": _ByKind(np.uint8), "work": _ByKind(np.int64), "buffered": _ByKind(np.bool_)}
         self._deps = {"op": _Column(np.int32), "key": _Column(key_dtype)}  # op: position in emission order
         self._lock = threading.Lock()
 
@@ -251,9 +255,10 @@ class TraceBuilder:
             first = self._ops["key"].size
             if first + keys.size >= 2**31:
                 raise VfasimError("trace too large: op ids must fit in 32 bits")
-            for name, values in (("key", keys), ("dtype", DTYPE_CODE[dtype]), ("work", work),
-                                 ("kblock", -1 if kblock is None else kblock), ("buffered", buffered)):
-                self._ops[name].append(np.broadcast_to(values, keys.shape))
+            self._ops["key"].append(keys)
+            self._ops["kblock"].append(np.broadcast_to(-1 if kblock is None else kblock, keys.shape))
+            for name, values in (("dtype", DTYPE_CODE[dtype]), ("work", work), ("buffered", buffered)):
+                self._by_kind[name].append(KIND_CODE[kind], first, keys.size, values)
             for d in deps:
                 d = np.broadcast_to(d, keys.shape)
                 named = d >= 0
@@ -268,54 +273,68 @@ class TraceBuilder:
 
     def build(self) -> Trace:
         keys = self._ops["key"].take()
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys, kind="stable").astype(np.int32)  # ids fit int32 (see emit)
         keys = keys[order]
         if np.any(keys[1:] == keys[:-1]):
             raise VfasimError("invalid trace: the same op was emitted twice")
         cols = self._columns(keys, order)
-        buffered = self._ops["buffered"].take()[order]
         new_pos = np.empty(order.size, np.int32)  # emission position -> op id (ids fit int32, see emit)
         new_pos[order] = np.arange(order.size, dtype=np.int32)
         del order
-        dep_ptr, dep_idx = self._resolve_deps(keys, new_pos)
-        schedule = self.schedule.columns(cols["kind"])
+        positions = _KeyPositions(keys, self.n_rows * self.n_slots)
+        del keys  # the positions hold what is still needed of them
+        pairs = self._dependency_pairs(positions, new_pos)
+        del positions
+        dep_ptr, dep_idx = _csr(pairs, new_pos.size)
+        del pairs
+        kind = cols["kind"]  # the columns a kind gives, made once the dependencies' temporaries are gone
+        dtype, work, buffered = (self._by_kind[name].take(kind, new_pos) for name in ("dtype", "work", "buffered"))
+        del new_pos
+        schedule = self.schedule.columns(kind)
         if not buffered.all():
             for name in ("take_buffer", "free_buffer"):
                 schedule[name] = np.where(buffered, schedule[name], np.int8(NO_BUFFER))
-        return Trace(**cols, **schedule, dep_ptr=dep_ptr, dep_idx=dep_idx, meta=self.meta)
+        return Trace(**cols, dtype=dtype, work=work, **schedule, dep_ptr=dep_ptr, dep_idx=dep_idx, meta=self.meta)
 
-    def _columns(self, keys: np.ndarray, order: np.ndarray) -> _OpColumns:
-        """The op columns in issue order (``keys`` sorted, ``order`` the emission position of each)."""
+    def _columns(self, keys: np.ndarray, order: np.ndarray) -> _KeyColumns:
+        """The op columns held per op in issue order (``keys`` sorted, ``order`` the emission position of each)."""
         n = keys.size
         kind, row, step = np.empty(n, np.uint8), np.empty(n, np.int32), np.empty(n, np.int32)
         for lo in range(0, n, _CHUNK):  # a chunk at a time: small temporaries
             at = slice(lo, lo + _CHUNK)
             group, kind[at] = np.divmod(keys[at], len(KIND_NAMES))  # group: row * n_slots + step
             row[at], step[at] = np.divmod(group, self.n_slots)
-        return {"kind": kind, "row": row, "step": step, "dtype": self._ops["dtype"].take()[order],
-                "work": self._ops["work"].take()[order], "kblock": self._ops["kblock"].take()[order]}
+        return {"kind": kind, "row": row, "step": step, "kblock": self._ops["kblock"].take()[order]}
 
-    def _resolve_deps(self, keys: np.ndarray, new_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """CSR dependency arrays in issue order, each op's dependencies sorted by id."""
-        positions = _KeyPositions(keys, self.n_rows * self.n_slots)
-        pairs = np.empty(self._deps["op"].size, np.int64)  # owner * 2^32 + target (ids < 2^31): by owner, then target
+    def _dependency_pairs(self, positions: _KeyPositions, new_pos: np.ndarray) -> np.ndarray:
+        """Each emitted dependency as owner id * 2^32 + target id (ids < 2^31), in emission order."""
+        pairs = np.empty(self._deps["op"].size, np.int64)
         done = 0
-        for ops, wanted in zip(self._deps["op"].take_chunks(), self._deps["key"].take_chunks(), strict=True):
-            for lo in range(0, ops.size, _CHUNK):  # a chunk at a time: small temporaries
-                pair = new_pos[ops[lo:lo + _CHUNK]].astype(np.int64)
+        ops, wanted = self._deps["op"].take_chunks(), self._deps["key"].take_chunks()
+        ops.reverse()
+        wanted.reverse()
+        while ops:  # each chunk let go once resolved
+            owner, key = ops.pop(), wanted.pop()
+            for lo in range(0, owner.size, _CHUNK):  # a chunk at a time: small temporaries
+                pair = new_pos[owner[lo:lo + _CHUNK]].astype(np.int64)
                 pair <<= 32
-                pair |= positions.of(wanted[lo:lo + _CHUNK])
+                pair |= positions.of(key[lo:lo + _CHUNK])
                 pairs[done:done + pair.size] = pair
                 done += pair.size
-        del positions
-        pairs.sort(kind="stable")  # the same values in order: the stable sort merges the emitters' sorted runs
-        dep_ptr = np.zeros(keys.size + 1, np.int64)
-        for lo in range(0, pairs.size, _CHUNK):  # each owner's count, from its sorted run of pairs
-            owner = pairs[lo:lo + _CHUNK] >> 32
-            count = np.bincount(owner - owner[0])
-            dep_ptr[int(owner[0]) + 1:int(owner[0]) + 1 + count.size] += count
-        np.cumsum(dep_ptr, out=dep_ptr)
-        return dep_ptr, pairs.astype(np.int32)  # the low 32 bits: the target
+        return pairs
+
+
+def _csr(pairs: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR dependency arrays of ``n`` ops from their (owner, target) ``pairs`` (sorted here, in place), each op's
+    dependencies sorted by id."""
+    pairs.sort(kind="stable")  # the same values in order: the stable sort merges the emitters' sorted runs
+    dep_ptr = np.zeros(n + 1, np.int64)
+    for lo in range(0, pairs.size, _CHUNK):  # each owner's count, from its sorted run of pairs
+        owner = pairs[lo:lo + _CHUNK] >> 32
+        count = np.bincount(owner - owner[0])
+        dep_ptr[int(owner[0]) + 1:int(owner[0]) + 1 + count.size] += count
+    np.cumsum(dep_ptr, out=dep_ptr)
+    return dep_ptr, pairs.astype(np.int32)  # the low 32 bits: the target
 
 
 class _KeyPositions:
@@ -331,6 +350,7 @@ class _KeyPositions:
         self.first: np.ndarray | None = None
         if self.space > 8 * keys.size + (1 << 22):
             return
+        self.keys = keys[:0].copy()  # the table below is all a look-up reads: the keys may go
         n_kinds = len(KIND_NAMES)
         self.first = np.zeros(n_groups, np.int32)  # each group's first position
         self.rank = np.full(self.space, -1, np.int8)  # each key's place in its group (fewer than 128 kinds), -1: none
@@ -358,7 +378,7 @@ class _KeyPositions:
 class _Column:
     """A 1-D array that grows by appending, held in chunks so that growing never copies what it holds."""
 
-    MAX_CHUNK = 1 << 20  # elements
+    MAX_CHUNK = 1 << 23  # elements: 32 MiB of int32, glibc's largest mmap threshold, so a chunk let go is given back
 
     def __init__(self, dtype: type) -> None:
         self.dtype, self.size = dtype, 0
@@ -389,3 +409,40 @@ class _Column:
             self._chunks[-1] = self._chunks[-1][:self._used]
         chunks, self._chunks, self._used, self.size = self._chunks, [], 0, 0
         return chunks
+
+
+class _ByKind:
+    """A column whose values an emit usually gives as one value for all its ops, the same for every emit of a kind
+    (a dtype, a work count): such values are kept once per emit and, in issue order, looked up by kind. Values given
+    as arrays, and those of a kind given different values, are written to their ops' issue positions instead."""
+
+    def __init__(self, dtype: type) -> None:
+        self.dtype = dtype
+        self._runs: list[tuple[int, int, int, int | None]] = []  # (kind, first position, ops, value or None)
+        self._arrays = _Column(dtype)  # the values given as arrays, in emission order
+
+    def append(self, kind: int, first: int, size: int, values: int | np.ndarray) -> None:
+        if isinstance(values, (int, np.integer, np.bool_)):
+            self._runs.append((kind, first, size, int(values)))
+        else:
+            self._runs.append((kind, first, size, None))
+            self._arrays.append(np.broadcast_to(values, (size,)))
+
+    def take(self, kind: np.ndarray, new_pos: np.ndarray) -> np.ndarray:
+        """The values in issue order, given each op's ``kind`` in that order and ``new_pos``, the issue position of
+        each emission position; the column is empty afterwards."""
+        runs, arrays, self._runs = self._runs, self._arrays.take(), []
+        value: dict[int, int] = {}
+        mixed = np.zeros(len(KIND_NAMES), bool)  # kinds written by emission position
+        for k, _, _, v in runs:
+            mixed[k] |= v is None or value.setdefault(k, v) != v
+        table: np.ndarray = np.zeros(len(KIND_NAMES), self.dtype)
+        for k, v in value.items():
+            table[k] = v
+        out = table[kind]
+        used = 0  # values of _arrays used so far
+        for k, first, size, v in runs:
+            if mixed[k]:
+                out[new_pos[first:first + size]] = arrays[used:used + size] if v is None else v
+            used += size if v is None else 0
+        return out

@@ -76,7 +76,6 @@ from vfasim.hw.chip import BYTES_PER_GB, ChipSpec, CoreLimits, KernelTuning
 from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.kernel import Kernel, TileRule
 from vfasim.reuse import cached, reusing
-from vfasim.sim import op_cycles
 from vfasim.trace import KIND_CODE, KIND_NAMES, Trace
 
 ROLES = ("tensor", "vector", "exp")
@@ -204,8 +203,6 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
             and tuning.tensor_efficiency != 1.0:
         full = tuned_core(replace_buffers(hw, kernel.score_buffers),
                           tuning.model_copy(update={"tensor_efficiency": 1.0}), kernel, mask_work)
-    # every op by its own dtype (refusing one the config has no rate for), as units sharing a core run it
-    priced = op_cycles(trace, core if full is None else full)
     split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
     splits = min(geo.splits, geo.n_kblocks) or split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
     overhead = tuning.overhead(rule.cta_cycles) + (rule.masked_loop_cycles or 0 if geo.masked_loop else 0)
@@ -214,8 +211,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     strip = geo.n_qblocks if geo.representative and geo.per_kv_head_ops else None
     launch = cached(("launch", digest, geo, group, splits, kernel.pad_streams),
                     lambda: build_launch(trace, rows, kv_key, label, splits, kernel.pad_streams, strip))
-    busy = busy_by_pipeline(trace, priced, launch, len(core.pipelines))
-    del priced  # a few bytes an op, not kept through the event loop
+    # every op by its own dtype (refusing one the config has no rate for), as units sharing a core run it
+    busy = busy_by_pipeline(trace, core if full is None else full, launch)
     warps = rule.warps or kernel.warps
     operands = OperandReads(*(rule.warp_grid or (warps, 1)), kernel.p_in == "shared") \
         if kernel.operands_from_shared else None

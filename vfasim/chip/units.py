@@ -40,13 +40,14 @@ from vfasim.hw.config import HardwareConfig
 from vfasim.reuse import cached
 from vfasim.sim import simulate
 from vfasim.sim.engine import Timeline
+from vfasim.sim.schedule import op_cycles, price_table
 from vfasim.sim.sums import sums_by
 from vfasim.trace import COLUMNS, KIND_CODE, Trace
 
 
 @dataclass(frozen=True)
 class UnitKind:
-    streams: tuple[np.ndarray, ...]  # op ids in the source trace, one array per tile stream
+    streams: tuple[np.ndarray, ...]  # op ids (int32) in the source trace, one array per tile stream
     kv_blocks: np.ndarray  # [n, 2] key block and 0 (K) / 1 (V) of every K/V load
     kv_bytes: np.ndarray  # [n] bytes of each of those loads
     q_bytes: int
@@ -116,7 +117,9 @@ def _split_ops(trace: Trace, lo: int, hi: int, j: int, splits: int) -> np.ndarra
     last = int(tile.max(initial=0))
     edges = np.linspace(0, last, splits + 1).round().astype(int)
     keep = (step == 0) | (step == step.max()) | ((step > edges[j]) & (step <= edges[j + 1]))
-    return lo + np.flatnonzero(keep)
+    ops = np.flatnonzero(keep).astype(np.int32)  # ids fit int32 (``Trace.dep_idx``): half the bytes of int64
+    ops += lo
+    return ops
 
 
 def _same_structure(trace: Trace, parts: tuple[np.ndarray, ...], others: tuple[np.ndarray, ...]) -> bool:
@@ -160,16 +163,16 @@ def _kind(trace: Trace, parts: tuple[np.ndarray, ...], real: int) -> UnitKind:
     """A unit's streams and bytes; a K/V tile loaded by several of its streams is read once. The first ``real``
     streams move Q and O bytes; the rest are padding."""
     ops = np.concatenate(parts)
-    k = trace.kind[ops]
+    k = _at(trace.kind, ops)
     own = np.concatenate(parts[:real])
-    own_kind = trace.kind[own]
+    own_kind, own_work = _at(trace.kind, own), _at(trace.work, own)
     is_k, is_v = k == KIND_CODE["load_k"], k == KIND_CODE["load_v"]
     loads = is_k | is_v
-    code = trace.kblock[ops][loads].astype(np.int64) * 2 + is_v[loads]  # (key block, K or V) in that order
+    code = _at(trace.kblock, ops)[loads].astype(np.int64) * 2 + is_v[loads]  # (key block, K or V) in that order
     code, first = np.unique(code, return_index=True)
-    return UnitKind(parts, np.stack([code // 2, code % 2], axis=1), trace.work[ops][loads][first],
-                    int(trace.work[own][own_kind == KIND_CODE["load_q"]].sum()),
-                    int(trace.work[own][own_kind == KIND_CODE["store_o"]].sum()))
+    return UnitKind(parts, np.stack([code // 2, code % 2], axis=1), _at(trace.work, ops)[loads][first],
+                    int(own_work[own_kind == KIND_CODE["load_q"]].sum()),
+                    int(own_work[own_kind == KIND_CODE["store_o"]].sum()))
 
 
 def local_deps(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -382,16 +385,15 @@ def replace_buffers(hw: HardwareConfig, buffers: int) -> HardwareConfig:
     return hw.model_copy(update={"score_buffers": buffers})
 
 
-def busy_by_pipeline(trace: Trace, priced: tuple[np.ndarray, np.ndarray], launch: Launch,
-                     pipelines: int) -> tuple[np.ndarray, np.ndarray]:
-    """(busy cycles per pipeline, cycles per op kind) of the launch's units, the trace's ops priced by ``op_cycles``:
-    each kind's streams summed once, times its units (exact integer sums, as float64)."""
-    pipe, cycles = priced
+def busy_by_pipeline(trace: Trace, core: HardwareConfig, launch: Launch) -> tuple[np.ndarray, np.ndarray]:
+    """(busy cycles per pipeline, cycles per op kind) of the launch's units, their ops priced on ``core``
+    (``op_cycles``): each kind's streams priced and summed once, times its units (exact integer sums, as float64)."""
+    table = price_table(trace, core)  # every op's (kind, dtype), refusing one the core has no rate for
     units = np.bincount(launch.kind, minlength=len(launch.kinds))
-    busy, by_kind = np.zeros(pipelines, np.int64), np.zeros(len(KIND_CODE), np.int64)
+    busy, by_kind = np.zeros(len(core.pipelines), np.int64), np.zeros(len(KIND_CODE), np.int64)
     for k, kind in enumerate(launch.kinds):
         for ops in kind.streams if units[k] else ():
-            c = _at(cycles, ops)
-            busy += units[k] * sums_by(_at(pipe, ops), c, pipelines)
+            pipe, c = op_cycles(trace, core, slice(int(ops[0]), int(ops[-1]) + 1) if _is_range(ops) else ops, table)
+            busy += units[k] * sums_by(pipe, c, len(core.pipelines))
             by_kind += units[k] * sums_by(_at(trace.kind, ops), c, len(KIND_CODE))
     return busy.astype(np.float64), by_kind.astype(np.float64)

@@ -27,6 +27,8 @@ from vfasim.functional.stages import pipeline
 from vfasim.functional.tiling import Tiling
 from vfasim.trace import Trace, TraceBuilder
 
+_TILES = 1 << 16  # tiles emitted at a time
+
 
 def data_independent(policy: Policy) -> bool:
     """True when the trace follows from tiling and policy alone (no skips, no conditional rescale)."""
@@ -72,8 +74,20 @@ class _TraceLoop(_Loop):
             self._emit_minit(rows)
 
     def all_steps(self) -> None:
-        """Every step's ops at once: the emitters see one pseudo-row per (row, step) tile."""
-        row, s = np.nonzero(self.order >= 0)  # row-major: a row's steps are consecutive, from 0
+        """Every step's ops, for the tiles of about ``_TILES`` at a time (whole rows): the temporaries of each emit
+        stay small, so the heap reuses them instead of holding the trace's columns among the holes they leave."""
+        lo, tiles = 0, 0
+        for r, count in enumerate(np.count_nonzero(self.order >= 0, axis=1).tolist()):
+            if tiles and tiles + count > _TILES:
+                self._steps(lo, r)
+                lo, tiles = r, 0
+            tiles += count
+        self._steps(lo, self.t.n_rows)
+
+    def _steps(self, lo: int, hi: int) -> None:
+        """Every step's ops of rows [lo, hi) at once: the emitters see one pseudo-row per (row, step) tile."""
+        row, s = np.nonzero(self.order[lo:hi] >= 0)  # row-major: a row's steps are consecutive, from 0
+        row += lo
         kb = self.order[row, s]
         special = (kb == 0) | (kb == self.local[row]) | (not self.policy.freeze)
         per_row = self.qblock, self.load_q, self.writer, self.tb

@@ -95,7 +95,7 @@ def _ends(trace: _Graph, order: np.ndarray, cycles: np.ndarray, stream: np.ndarr
         order = _topological(trace, table, order, schedule)
         table = _predecessor_table(trace, order, stream, buffer, turn)
     steady = len(trace) >= _STEADY_OPS
-    issued = _relax(table, cycles[order], tile_period(_tile_starts(trace, order)) if steady else 0)
+    issued = _relax(table, cycles, order, tile_period(_tile_starts(trace, order)) if steady else 0)
     del table
     end = np.empty(len(trace), np.int64)
     end[order] = issued
@@ -172,34 +172,34 @@ def _tile_starts(trace: _Graph, order: np.ndarray, limit: int = 1 << 20) -> np.n
     return np.flatnonzero(first & (trace.kblock[ops] >= 0) & (ops < trace.real))  # an arrival begins no tile
 
 
-def _relax(table: np.ndarray, cycles: np.ndarray, period: int) -> np.ndarray:
-    """End of every op in issue order: the latest end among its predecessors (``table``: positions + 1, 0 for
-    none) plus its cycles; steady runs shifted."""
+def _relax(table: np.ndarray, cycles: np.ndarray, order: np.ndarray, period: int) -> np.ndarray:
+    """End of every op in issue order (``order``): the latest end among its predecessors (``table``: positions + 1,
+    0 for none) plus its ``cycles`` (by op id: read a chunk at a time in issue order); steady runs shifted."""
     ends = array("q", [0])  # slot 0 stands for "no predecessor": it ends at cycle 0
     done = 0
-    for lo, hi in steady_runs(table, cycles, period):
+    for lo, hi in steady_runs(table, cycles, order, period):
         p = lo + SETTLE * period
         for _ in range(TRIES):
-            _relax_span(ends, table, cycles, done, p)
+            _relax_span(ends, table, cycles, order, done, p)
             done = p
             if p + period >= hi or try_extend(ends, table, p, hi, period):
                 done = max(done, len(ends) - 1)
                 break
             p += period
-    _relax_span(ends, table, cycles, done, cycles.size)
+    _relax_span(ends, table, cycles, order, done, order.size)
     return np.frombuffer(ends, np.int64)[1:]
 
 
-def _relax_span(ends: array, table: np.ndarray, cycles: np.ndarray, lo: int, hi: int) -> None:
-    """Relax ops [lo, hi) one by one."""
+def _relax_span(ends: array, table: np.ndarray, cycles: np.ndarray, order: np.ndarray, lo: int, hi: int) -> None:
+    """Relax the ops issued at [lo, hi) one by one."""
     for start in range(lo, hi, _CHUNK):
         stop = min(start + _CHUNK, hi)
-        cols = table[start:stop].T.tolist()
+        cols, issued = table[start:stop].T.tolist(), cycles[order[start:stop]].tolist()
         if len(cols) <= 4:  # the usual width: padded with slot 0 (cycle 0, never the latest)
-            _relax_four(ends, cycles[start:stop].tolist(), *cols, *[[0] * (stop - start)] * (4 - len(cols)))
+            _relax_four(ends, issued, *cols, *[[0] * (stop - start)] * (4 - len(cols)))
         else:
             get, append = ends.__getitem__, ends.append
-            for x, preds in zip(cycles[start:stop].tolist(), zip(*cols)):
+            for x, preds in zip(issued, zip(*cols)):
                 append(max(map(get, preds)) + x)
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from vfasim.errors import VfasimError
 from vfasim.hw.config import FUSED, HardwareConfig
 from vfasim.sim.sums import sums_by
-from vfasim.trace import BUFFERS, DTYPES, KIND_NAMES, OP_KINDS, Trace
+from vfasim.trace import BUFFERS, DTYPES, KIND_NAMES, OP_KINDS, Trace, tile_ids
 
 SCHEDULES = ("pipelined", "serial")
 #: what an op can wait on; codes are indices (data first: the tie-break order of the critical path)
@@ -49,30 +49,29 @@ def check_schedule(schedule: str) -> None:
         raise VfasimError(f"unknown schedule {schedule!r} (valid: {', '.join(SCHEDULES)})")
 
 
-def op_cycles(trace: Trace, hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(pipeline index, -1 if fused; cycles on its stream) of every op, priced by the op's own dtype.
+def op_cycles(trace: Trace, hw: HardwareConfig, ops: np.ndarray | slice | None = None,
+              table: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(pipeline index, -1 if fused; cycles on its stream) of every op, priced by the op's own dtype; with ``ops``
+    (sorted ids, or a slice, of whole tiles, such as a chip unit's stream), of those ops alone. ``table``: the
+    trace's ``price_table`` for ``hw``, where it is made already.
 
     An op of a pipeline with ``issue_share`` s < 1 holds its shared stream for start-up + ceil(s × body)
     + overhead cycles, but no less than its full cycles less those of its tile's (row and step's) other
     ops on that stream: streamed through the registers beside them, its unit still needs its full time.
     """
-    n, n_dtypes = len(trace), len(DTYPES)
-    combo = trace.kind.astype(np.int16) * n_dtypes + trace.dtype  # fewer than 2^15 (kind, dtype) codes
-    present = np.zeros(len(KIND_NAMES) * n_dtypes, bool)
-    for lo in range(0, n, _CHUNK):
-        present[combo[lo:lo + _CHUNK]] = True
-    table = np.zeros((present.size, 6))  # pipeline, rate, factor, startup, overhead, share
-    table[:, 0] = -1
-    for code in np.flatnonzero(present).tolist():
-        table[code] = _price(hw, KIND_NAMES[code // n_dtypes], DTYPES[code % n_dtypes])
+    table = price_table(trace, hw) if table is None else table
+    kind, dtype, work = (trace.kind, trace.dtype, trace.work) if ops is None else \
+        (trace.kind[ops], trace.dtype[ops], trace.work[ops])
+    combo = _codes(kind, dtype)
+    n = combo.size
     pipe = table[:, 0].astype(np.int16)[combo]
     rate, factor, fixed, share = table[:, 1], table[:, 2], table[:, 3] + table[:, 4], table[:, 5]
-    shared = bool(np.any(share[present] < 1.0))
+    shared = bool(np.any(share < 1.0))
     cycles, held = np.empty(n, np.int64), np.empty(n if shared else 0)
     total = 0.0
     for lo in range(0, n, _CHUNK):  # a chunk at a time: small temporaries
         c, at = combo[lo:lo + _CHUNK], slice(lo, lo + _CHUNK)
-        body = trace.work[at] * factor[c]
+        body = work[at] * factor[c]
         body /= rate[c]
         full = np.ceil(body)
         full += fixed[c]
@@ -81,12 +80,33 @@ def op_cycles(trace: Trace, hw: HardwareConfig) -> tuple[np.ndarray, np.ndarray]
         if shared:
             held[at] = fixed[c] + np.ceil(body * share[c])
     if shared:
-        full = _issue_shared(trace, hw, pipe, cycles, held, share[combo] < 1.0)
+        row, step = (trace.row, trace.step) if ops is None else (trace.row[ops], trace.step[ops])
+        full = _issue_shared(tile_ids(row, step), hw, pipe, cycles, held, share[combo] < 1.0)
         total = float(full.sum())
         cycles = full.astype(np.int64)
     if total >= 2**62:  # the schedule's sums would leave int64
         raise VfasimError(f"{hw.name}: this trace would take over 2^62 cycles; the rates are implausibly low")
     return pipe, cycles
+
+
+def price_table(trace: Trace, hw: HardwareConfig) -> np.ndarray:
+    """Per (kind, dtype) code (``_codes``): pipeline index (-1: fused, or no such op in ``trace``), rate, work
+    factor, start-up and overhead cycles and issue share, for every code of the trace's ops (refusing one ``hw`` has
+    no rate for)."""
+    n_dtypes = len(DTYPES)
+    present = np.zeros(len(KIND_NAMES) * n_dtypes, bool)
+    for lo in range(0, len(trace), _CHUNK):
+        present[_codes(trace.kind[lo:lo + _CHUNK], trace.dtype[lo:lo + _CHUNK])] = True
+    table = np.zeros((present.size, 6))
+    table[:, 0], table[:, 5] = -1, 1.0
+    for code in np.flatnonzero(present).tolist():
+        table[code] = _price(hw, KIND_NAMES[code // n_dtypes], DTYPES[code % n_dtypes])
+    return table
+
+
+def _codes(kind: np.ndarray, dtype: np.ndarray) -> np.ndarray:
+    """(kind, dtype) code of each op: kind × len(DTYPES) + dtype (fewer than 2^15 codes)."""
+    return kind.astype(np.int16) * len(DTYPES) + dtype
 
 
 def op_latency(trace: Trace, hw: HardwareConfig, cycles: np.ndarray) -> np.ndarray | None:
@@ -100,14 +120,15 @@ def op_latency(trace: Trace, hw: HardwareConfig, cycles: np.ndarray) -> np.ndarr
     return np.maximum(per_kind[trace.kind] - cycles, 0)
 
 
-def _issue_shared(trace: Trace, hw: HardwareConfig, pipe: np.ndarray, full: np.ndarray, held: np.ndarray,
+def _issue_shared(tile: np.ndarray, hw: HardwareConfig, pipe: np.ndarray, full: np.ndarray, held: np.ndarray,
                   partial: np.ndarray) -> np.ndarray:
-    """Cycles with the partly issuing ops at max(held, full − their tile's other cycles on the same stream)."""
+    """Cycles with the partly issuing ops at max(held, full − their tile's (``tile``: its id per op) other cycles on
+    the same stream)."""
     names = list(hw.pipelines)
     group = np.full(len(names) + 1, -1)  # by pipeline index; the last entry stands for fused ops (-1)
     for g, members in enumerate(hw.issue_streams()):
         group[[names.index(n) for n in members]] = g
-    key = trace.tile_ids() * len(names) + group[pipe]
+    key = tile * len(names) + group[pipe]
     others = ~partial & (group[pipe] >= 0)
     by_key = np.bincount(key[others], weights=full[others], minlength=int(key.max(initial=0)) + 1)
     return np.where(partial, np.maximum(held, full - by_key[np.maximum(key, 0)]), full)

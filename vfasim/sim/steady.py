@@ -37,26 +37,27 @@ def tile_period(starts: np.ndarray) -> int:
     return int(gaps[np.argmax(counts)]) if counts.max(initial=0) >= MIN_PERIODS else 0
 
 
-def steady_runs(table: np.ndarray, cycles: np.ndarray, period: int) -> list[tuple[int, int]]:
+def steady_runs(table: np.ndarray, cycles: np.ndarray, order: np.ndarray, period: int) -> list[tuple[int, int]]:
     """(first op, end op) of the runs of at least ``MIN_PERIODS`` periods each op of which repeats the
     op a period before in shape (its predecessors shifted or fixed, its cycles equal); in order.
 
-    ``table``: per op (issue position), its predecessors' positions + 1 (0: none), a column each."""
-    if period <= 0 or period >= cycles.size:
+    ``table``: per op (issue position), its predecessors' positions + 1 (0: none), a column each; ``cycles``: per op
+    id, ``order`` the op id at each issue position."""
+    if period <= 0 or period >= order.size:
         return []
-    same = np.zeros(cycles.size - period + 2, bool)  # a False either side: every run has two edges
-    same[1:-1] = _repeats(table, cycles, period)
+    same = np.zeros(order.size - period + 2, bool)  # a False either side: every run has two edges
+    same[1:-1] = _repeats(table, cycles, order, period)
     edges = np.flatnonzero(same[1:] != same[:-1]).reshape(-1, 2) + period
     return [(lo, hi) for lo, hi in edges.tolist() if hi - lo >= MIN_PERIODS * period]
 
 
-def _repeats(table: np.ndarray, cycles: np.ndarray, period: int) -> np.ndarray:
+def _repeats(table: np.ndarray, cycles: np.ndarray, order: np.ndarray, period: int) -> np.ndarray:
     """Per op r ≥ period (index r − period): r's predecessors shifted or fixed against r − period,
     at least one shifted, and the same cycles (worked out ``_CHUNK`` ops at a time: small temporaries)."""
-    same = np.empty(cycles.size - period, bool)
+    same = np.empty(order.size - period, bool)
     for lo in range(0, same.size, _CHUNK):
         hi = min(lo + _CHUNK, same.size)
-        ok = cycles[period + lo:period + hi] == cycles[lo:hi]
+        ok = cycles[order[period + lo:period + hi]] == cycles[order[lo:hi]]
         moved = np.zeros(hi - lo, bool)  # some predecessor shifted
         for c in range(table.shape[1]):  # a column at a time: no reductions along the short axis
             before = table[lo:hi, c]
