@@ -279,7 +279,7 @@ def test_ncu_table_joins_the_raw_page_with_the_probe_manifest(tmp_path):
 
 def test_the_gpu_side_tools_answer_help_without_torch():
     for module in ("harness.sustained", "harness.ncu_table", "harness.asm_dump", "harness.probe", "harness.dispatch",
-                   "harness.mma", "harness.launches", "harness.prepass"):
+                   "harness.mma", "harness.launches", "harness.prepass", "harness.gqa"):
         code = (f"import sys, runpy; sys.argv = ['{module}', '--help']\n"
                 f"try:\n    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit as e:\n"
                 f"    assert e.code == 0, e.code\nassert 'torch' not in sys.modules and 'triton' not in sys.modules")
@@ -622,6 +622,30 @@ def test_the_efficient_tiles_block_cycles_are_what_nsight_compute_measured_on_ea
         assert cycles == pytest.approx(given[d][ctas], rel=0.01)
         seen.add((d, ctas))
     assert seen == {(d, k) for d, by in given.items() for k in by}
+
+
+def test_the_gqa_sweep_covers_its_grid_and_two_decode_ctas_an_sm_slow_each_other():
+    """validation/gqa_decode_h200_2026_11: every (kernel, K/V length, query heads) of harness.gqa's grid, made without
+    torch; Triton FA2's decode takes the same time for 1 to 4 query heads a K/V head (one CTA an SM) and a third more
+    at 8 (two an SM), what kernels/triton.yaml's FA2 decode tile cites as block_cycles."""
+    code = "import json, sys\nfrom harness.gqa import grid\nassert 'torch' not in sys.modules\nprint(json.dumps(grid()))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    cases = {tuple(c) for c in json.loads(done.stdout)}
+    folder = ROOT / "validation" / "gqa_decode_h200_2026_11"
+    assert R.read_sidecar_keys(folder / "gqa.yaml") >= {"gpu", "command", "torch"}
+    with (folder / "gqa.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    us = {(r["kernel"], int(r["seq_len"]), int(r["heads"])): float(r["call_us"]) for r in rows}
+    assert set(us) == cases
+    for n in (10000, 48000):
+        alone = us[("triton_fa2", n, 8)]
+        assert all(abs(us[("triton_fa2", n, h)] / alone - 1) < 0.02 for h in (16, 32))
+        assert 1.25 < us[("triton_fa2", n, 64)] / alone < 1.4
+    from vfasim import run  # the FA2 decode tile's block_cycles come from these rows: the model gives them back
+    for heads in (8, 64):
+        res = run("H200", "fa2", kernel="triton", decode=True, queries=1, seq_len=10000, batch=4, heads=heads,
+                  kv_heads=8, head_dim=128, causal=False, matmul_format="fp16", numerics_heads=0)
+        assert abs(res.latency_us / us[("triton_fa2", 10000, heads)] - 1) < 0.03
 
 
 def test_the_prepass_sweep_covers_its_grid_and_a_lone_program_costs_most_of_a_wave_of_one_an_sm():
