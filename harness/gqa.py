@@ -5,7 +5,8 @@ the model than on the GPU at GQA 8:1, where the model finds those launches bound
 program reads its K/V head's tiles again). This sweep holds the K/V fixed (batch 4, 8 K/V heads, head dim 128, fp16)
 and grows the query heads per K/V head, 1 to 8, so a call's time against the group size shows what each further
 query head's pass over the same K/V costs: from HBM once, from the L2 after. One query per head (the campaigns'
-decode); K/V lengths 10,000 and 48,000. Kernels: ``triton_fa2`` (this project's decode tile) and ``sdpa_flash``.
+decode); K/V lengths 10,000 and 48,000. Kernels: ``triton_fa2`` (this project's decode tile), ``triton_vfa_attn``
+(VFA's attention kernel on the same tile, its key summaries made before the timing) and ``sdpa_flash``.
 
 Output (``--out DIR``): ``gqa.csv`` (kernel, K/V length, query heads, K/V heads, the call's timed median and spread as
 the campaigns time a call, ``harness.bench.Timer``), its sidecar, ``log.txt``, ``command.txt``,
@@ -20,7 +21,7 @@ import sys
 BATCH, KV_HEADS, HEAD_DIM = 4, 8, 128
 GROUPS = (1, 2, 4, 8)
 KEYS = (10000, 48000)
-KERNELS = ("triton_fa2", "sdpa_flash")
+KERNELS = ("triton_fa2", "triton_vfa_attn", "sdpa_flash")
 COLUMNS = ["kernel", "dtype", "head_dim", "batch", "heads", "kv_heads", "seq_len_q", "seq_len", "call_us",
            "call_spread_pct", "reps"]
 
@@ -62,11 +63,12 @@ def timed(cases: list[tuple[str, int, int]], log) -> list[dict]:
         g.manual_seed(9000 + i)
         q = torch.randn((BATCH, heads, 1, HEAD_DIM), device="cuda", generator=g).half()
         k, v = (torch.randn((BATCH, KV_HEADS, n, HEAD_DIM), device="cuda", generator=g).half() for _ in range(2))
-        if kernel == "triton_fa2":
-            out = torch.empty_like(q)
+        if kernel.startswith("triton"):
+            out, mode = torch.empty_like(q), kernel.split("_")[1]
+            kr = kernels.krepr(k, kernels.config_for(HEAD_DIM, 1)[1]) if mode == "vfa" else None
 
             def call():
-                kernels.attention(q, k, v, False, "fa2", out=out)
+                kernels.attention(q, k, v, False, mode, out=out, kr=kr)
         else:
             call = sdpa_call(kernel, q, k, v, False)
         for _ in range(3):
