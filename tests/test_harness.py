@@ -624,17 +624,22 @@ def test_the_efficient_tiles_block_cycles_are_what_nsight_compute_measured_on_ea
     assert seen == {(d, k) for d, by in given.items() for k in by}
 
 
+def _sweep(module: str, campaign: str, table: str) -> tuple[set, list[dict]]:
+    """A GPU sweep's grid as ``module`` makes it without torch (checked), and its committed table's rows (its sidecar
+    holding the provenance)."""
+    code = f"import json, sys\nfrom {module} import grid\nassert 'torch' not in sys.modules\nprint(json.dumps(grid()))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    folder = ROOT / "validation" / campaign
+    assert R.read_sidecar_keys(folder / f"{table}.yaml") >= {"gpu", "command", "torch"}
+    with (folder / f"{table}.csv").open(newline="") as f:
+        return {tuple(c) for c in json.loads(done.stdout)}, list(csv.DictReader(f))
+
+
 def test_the_gqa_sweep_covers_its_grid_and_two_decode_ctas_an_sm_slow_each_other():
     """validation/gqa_decode_h200_2026_11: every (kernel, K/V length, query heads) of harness.gqa's grid, made without
     torch; Triton FA2's decode takes the same time for 1 to 4 query heads a K/V head (one CTA an SM) and a third more
     at 8 (two an SM), what kernels/triton.yaml's FA2 and VFA decode tiles cite as block_cycles."""
-    code = "import json, sys\nfrom harness.gqa import grid\nassert 'torch' not in sys.modules\nprint(json.dumps(grid()))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    cases = {tuple(c) for c in json.loads(done.stdout)}
-    folder = ROOT / "validation" / "gqa_decode_h200_2026_11"
-    assert R.read_sidecar_keys(folder / "gqa.yaml") >= {"gpu", "command", "torch"}
-    with (folder / "gqa.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    cases, rows = _sweep("harness.gqa", "gqa_decode_h200_2026_11", "gqa")
     us = {(r["kernel"], int(r["seq_len"]), int(r["heads"])): float(r["call_us"]) for r in rows}
     assert set(us) == cases
     for n in (10000, 48000):
@@ -652,13 +657,7 @@ def test_the_gqa_sweep_covers_its_grid_and_two_decode_ctas_an_sm_slow_each_other
 def test_the_prepass_sweep_covers_its_grid_and_a_lone_program_costs_most_of_a_wave_of_one_an_sm():
     """validation/prepass_h200_2026_11: every (head dim, format, key-block size, programs) of harness.prepass's grid,
     made without torch; a wave of 132 programs (one an SM) takes under 1.3x one program's GPU time."""
-    code = "import json, sys\nfrom harness.prepass import grid\nassert 'torch' not in sys.modules\nprint(json.dumps(grid()))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    cases = {tuple(c) for c in json.loads(done.stdout)}
-    folder = ROOT / "validation" / "prepass_h200_2026_11"
-    assert R.read_sidecar_keys(folder / "prepass.yaml") >= {"gpu", "command", "torch"}
-    with (folder / "prepass.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    cases, rows = _sweep("harness.prepass", "prepass_h200_2026_11", "prepass")
     assert {(int(r["head_dim"]), r["dtype"], int(r["block_n"]), int(r["programs"])) for r in rows} == cases
     us = {(int(r["head_dim"]), r["dtype"], int(r["block_n"]), int(r["programs"])): float(r["kernel_us"]) for r in rows}
     for (d, dtype, bn, p), t in us.items():
