@@ -40,6 +40,12 @@ BLIND_DECODE_KEYS = (1500, 6000, 24000)
 BLIND2 = ((640, 2304, 3584, 7000, 10240, 20480), (1, 6, 24), ((64, 8), (16, 2), (32, 4), (10, 10)),
           ((4, 64, 8), (8, 32, 4), (64, 16, 2)), (3000, 10000, 48000), (1, 4), (256,),
           ((3584, 6, (16, 2)), (10240, 1, (64, 8))))
+#: a third blind grid (``attention.blind_grid(BLIND3)``), measured after the pre-pass's first-wave reads joined the model:
+#: other lengths, batches (3-40) and head configs (GQA 7:1, 6:1 and 3:1, and 8 heads), head dim 256 at two shapes,
+#: decode of 1 and 3 queries at K/V lengths no grid used
+BLIND3 = ((896, 1792, 2800, 4608, 9216, 14336), (3, 10, 40), ((28, 4), (48, 8), (8, 8), (36, 12)),
+          ((1, 28, 4), (12, 48, 8), (48, 8, 8)), (2000, 16000, 40000), (1, 3), (256,),
+          ((2800, 3, (28, 4)), (9216, 1, (8, 8))))
 BOOLS = ("true", "false")
 
 
