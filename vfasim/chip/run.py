@@ -242,10 +242,12 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
 def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileShape, kernel: Kernel) -> int:
     """VFA's key-summary launch: one program per key block of each K/V head reads its block once from HBM and
     reduces it; the work is the slower of that read (at the HBM bandwidth) and the compute. After a launch, a core's
-    first program takes its measured time (``PrepassRate.program_us``) and its others the rest of the work; without
-    that figure, one exposed memory latency and the work. The summaries written are negligible. Compute: the
-    kernel's counted instructions at its measured issue rate (``prepass_rates``) on the cores the programs occupy,
-    else one vector operation per element."""
+    first program takes its measured time (``PrepassRate.program_us``, one program alone), the blocks of the other
+    programs resident at the start (``PrepassRate.programs_per_core`` a core, one without it) arrive behind its own at
+    the HBM bandwidth (each program loads its whole block before reducing it, so they all read at once), and its
+    further programs take the rest of the work; without ``program_us``, one exposed memory latency and the work. The
+    summaries written are negligible. Compute: the kernel's counted instructions at its measured issue rate
+    (``prepass_rates``) on the cores the programs occupy, else one vector operation per element."""
     chip = plan.chip
     kv_len = geo.kv_len or geo.n_kblocks * shape.block_k
     elements = geo.batch * geo.kv_heads * kv_len * shape.head_dim
@@ -260,7 +262,9 @@ def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileS
     work = max(compute, elements * shape.kv_bytes / plan.ports.hbm if plan.ports.hbm else 0.0)
     if rate is not None and rate.program_us is not None:  # a core's first program alone, the rest at the rate
         each = -(-programs // chip.cores)
-        body = rate.program_us * hw.clock_ghz * 1e3 + work * (each - 1) / each
+        resident = min(programs, chip.cores * (rate.programs_per_core or 1))
+        burst = (resident - 1) * elements / programs * shape.kv_bytes / plan.ports.hbm if plan.ports.hbm else 0.0
+        body = rate.program_us * hw.clock_ghz * 1e3 + burst + work * (each - 1) / each
     else:
         body = (chip.hbm.latency_cycles if chip.hbm is not None else 0) + work
     return int(np.ceil(chip.launch_overhead_us * hw.clock_ghz * 1e3 + body))

@@ -132,7 +132,8 @@ class PrepassRate(_Strict):
 
     The launch's compute time on a core is elements × ``warp_instructions_per_element`` / ``instructions_per_cycle``
     (its reductions are issue- and latency-bound: few CTAs fit, each reduces one key block across its warps); a
-    core's first program takes ``program_us`` alone.
+    core's first program takes ``program_us`` alone, and the programs resident at the start (``programs_per_core``
+    on every core the launch fills) read their blocks from the HBM together.
     """
 
     head_dim_max: int = Field(strict=True, gt=0, le=1024, description="The rate applies to head dims up to this one")
@@ -149,7 +150,12 @@ class PrepassRate(_Strict):
                                      "program's chain of its block's load and its reductions, measured; a core's "
                                      "further programs add the rest of the work at the issue rate; absent: one "
                                      "memory latency")
-    source: str = Field(min_length=1, description="Where both numbers come from, or 'assumed, because ...'")
+    programs_per_core: int | None = Field(default=None, strict=True, gt=0, le=64, description="Programs one core "
+                                          "holds at once (the launch's occupancy, e.g. Nsight Compute's limit by "
+                                          "registers): they all load their key blocks from the HBM at the start, so "
+                                          "with program_us a launch also waits for those blocks' bytes beyond one "
+                                          "program's; absent: one program a core")
+    source: str = Field(min_length=1, description="Where the numbers come from, or 'assumed, because ...'")
 
 
 class WaveSplit(_Strict):
