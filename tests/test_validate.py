@@ -233,8 +233,9 @@ def test_regimes_are_declared_by_geometry_not_by_error():
 
 
 def test_a_run_says_whether_measurements_cover_it(capsys):
-    from vfasim.validate import coverage
+    from vfasim.validate import CHIPS, coverage, load_rows
 
+    assert load_rows("H200") == [r for r in load_rows() if CHIPS.get(r.chip) == "H200"]  # what coverage reads
     assert coverage("H100-SXM", "fa2", False, 4096, 128, "fp16")[0]
     assert not coverage("H200", "fa3", True, 16384, 128, "bf16")[0]  # H200's decode rows are fp8 only
     inside, note = coverage("H100-SXM", "triton", False, 100_000, 64, "fp16")

@@ -24,11 +24,20 @@ block from the heap and never trims it, so the next pass reuses the pages the la
 fa2 run on one core (``--numerics off``) spent 1.2 s of system time and now 0.4 s (medians of three), its peak
 1052 MiB then, 1018 MiB now (``benchmarks/bench_timing_only.py``). The process keeps its peak heap until it
 exits (what it frees is reused, not returned). On other C libraries nothing happens.
+
+NumPy advises the kernel to back each array of 4 MiB or more with huge pages (2 MiB). On the 2-core machine these
+figures come from (a virtual machine) a huge page's first touch costs more than its 512 small pages': where the
+kernel took the advice (not in every process), the 128K fa2 run above spent 0.7-1.7 s of system time with it and 0.5
+s without it (three pairs, the same user time and peak), and the 128K Llama-3-8B layer on H100-SXM 1.1-2.7 s against
+1.1-1.3 s. ``small_pages`` drops the advice for the rest of the process; timing-only runs (one core and chips),
+whose arrays are as long as their traces, call it. A 16K engine run with full numerics, whose arrays are a step's,
+measured the same either way and keeps it.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
 import platform
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4  # mallopt parameter numbers, from glibc's malloc.h
@@ -48,6 +57,16 @@ def keep_freed_memory() -> bool:
     """Serve every block from glibc's heap and never trim it, for this process; False where the C library is not
     glibc."""
     return _mallopt((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, NEVER_TRIM))
+
+
+def small_pages() -> bool:
+    """Stop NumPy advising huge pages for the arrays this process makes from now on (what ``NUMPY_MADVISE_HUGEPAGE=0``
+    does at NumPy's import); whether it advised them until now."""
+    try:
+        multiarray = importlib.import_module("numpy._core.multiarray")
+    except ImportError:  # NumPy 1.x
+        multiarray = importlib.import_module("numpy.core.multiarray")
+    return bool(multiarray._set_madvise_hugepage(False))
 
 
 def _mallopt(*settings: tuple[int, int]) -> bool:

@@ -30,6 +30,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from vfasim import __version__
+from vfasim.allocator import small_pages
 from vfasim.chip.fluid import POLICIES
 from vfasim.chip.run import ChipResult, Geometry, core_ops, representative_heads, simulate_chip, unit_bound_counts
 from vfasim.chip.occupancy import TileShape
@@ -79,6 +80,7 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
     if policy.skip == "topk":
         raise VfasimError(f"{algo} runs on one core only: its top-k thresholds are calibrated per (head, query "
                           "block) by the one-core run; give a config without a chip section")
+    small_pages()  # its trace and launch arrays are as long as the traced heads (vfasim.allocator)
     precision = engine_precision(config)
     n_q = queries if decode else seq_len
     main_path = decode and k.decode is not None and not k.decode.runs(queries, heads // kv_heads)

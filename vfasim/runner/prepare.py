@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from vfasim.allocator import keep_freed_memory, tune_allocator
+from vfasim.allocator import keep_freed_memory, small_pages, tune_allocator
 from vfasim.errors import VfasimError
 from vfasim.functional import EngineResult, Policy, Precision, Tiling, policy_for, reference_attention, run_engine
 from vfasim.functional import checks, sampling
@@ -188,12 +188,13 @@ def _folded(inputs: RunInputs) -> RunInputs:
 
 def _timing_only(config: HardwareConfig, i: RunInputs, policy: Policy, block_q: int, block_k: int) -> Prepared:
     """A run with nothing to compute: its trace emitted without Q, K or V (``trace_only``), its passes on a heap
-    that keeps what they free (``keep_freed_memory``)."""
+    that keeps what they free (``keep_freed_memory``), in small pages (``small_pages``)."""
     tiling = _unmade_tiling(i.workload, i.seq_len, i.head_dim, block_q, block_k, i.causal, i.heads, i.kv_heads,
                             i.seed, i.decode, i.queries)
     check_blocks(tiling)
     precision = engine_precision(config)
     keep_freed_memory()
+    small_pages()
     trace = trace_only(tiling, policy, precision, decode=i.decode, o_in_place=config.o_in_place)
     return Prepared(config, policy, i.options, i.workload, None, tiling, precision, None, trace, None)
 

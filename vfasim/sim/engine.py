@@ -128,15 +128,16 @@ def _wait_record(trace: Trace, stream: np.ndarray, buffer: np.ndarray, turn: np.
         hi = min(lo + _CHUNK, n)
         begins = start[lo:hi]
         found = np.full(hi - lo, n, np.int32)  # n: none yet
-        first, count = dep_ptr[lo:hi], np.diff(dep_ptr[lo:hi + 1])
-        for j in range(int(count.max(initial=0))):  # data: the lowest id among those it waited for
-            parent = dep_idx[np.minimum(first + j, dep_idx.size - 1)]
-            np.minimum(found, np.where((count > j) & (ready[parent] == begins), parent, n), out=found)
+        ptr = dep_ptr[lo:hi + 1]
+        deps, owner = dep_idx[ptr[0]:ptr[-1]], np.repeat(np.arange(hi - lo), np.diff(ptr))
+        hit = np.flatnonzero(ready[deps] == begins[owner])
+        np.minimum.at(found, owner[hit], deps[hit])  # data: the lowest id among those it waited for
         kind = np.where(found < n, DATA, -1).astype(np.int8)
         for code, parent, at in ((STREAM, stream[lo:hi], end), (BUFFER, buffer[lo:hi], end),
                                  (TURN, turn[lo:hi], ready)):
             take = (kind < 0) & (parent >= 0) & (at[parent] == begins)
-            found[take], kind[take] = parent[take], code
+            np.copyto(found, parent, where=take)
+            np.copyto(kind, code, where=take)
         waited_on[lo:hi] = np.where(kind >= 0, found, -1)
         wait_kind[lo:hi] = kind
     return waited_on, wait_kind

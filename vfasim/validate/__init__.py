@@ -141,13 +141,15 @@ class Row:
         return not self.heldout_always and self.seq_len in FIT_SEQ_LENS
 
 
-def load_rows() -> list[Row]:
-    """Every row of every shipped table, in file order: the published tables, then each campaign's attention.csv."""
+def load_rows(chip: str | None = None) -> list[Row]:
+    """Every row of every shipped table, in file order: the published tables, then each campaign's attention.csv;
+    with ``chip`` (a built-in config's name, ``CHIPS``' values), only its rows."""
     root = resources.files("vfasim").joinpath("validation")
     files = sorted(((f.name, f) for f in root.iterdir() if f.name.endswith(".csv")), key=lambda nf: nf[0])
     campaigns = sorted((d.name, d.joinpath("attention.csv")) for d in root.iterdir() if d.is_dir())
     files += [(f"{name}/attention.csv", f) for name, f in campaigns if f.is_file()]
-    return [table_row(name, r) for name, f in files for r in csv.DictReader(f.read_text().splitlines())]
+    return [table_row(name, r) for name, f in files for r in csv.DictReader(f.read_text().splitlines())
+            if chip is None or CHIPS.get(r["chip"]) == chip]
 
 
 def table_row(table: str, r: dict) -> Row:
@@ -442,7 +444,7 @@ def coverage(chip: str, kernel: str, decode: bool, seq_len: int, head_dim: int, 
     matmul format (``fp16``, ``bf16``, ``fp8_e4m3``, ...), sequence length and head dim. A run outside them is a
     prediction the model was never checked on."""
     mode = f"{fmt} {'decode' if decode else 'prefill'}"
-    mine = [r for r in load_rows() if CHIPS.get(r.chip) == chip and r.decode == decode and modelled(r)
+    mine = [r for r in load_rows(chip) if r.decode == decode and modelled(r)
             and FORMATS[r.dtype] == fmt and (k := kernel_for(r.kernel)) is not None and k.name == kernel]
     if not mine:
         return False, f"outside the measured range: no shipped measurement of kernel {kernel} {mode} on {chip}"
