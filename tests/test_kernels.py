@@ -197,9 +197,9 @@ def test_the_prepass_is_priced_by_its_counted_instructions_and_issue_rate():
     double = vfasim.run("H100-SXM", "vfa", kernel=Kernel.model_validate(doc), **shape).chip["prepass_cycles"]
     hw = load_hw("H100-SXM")
     launch = hw.chip.launch_overhead_us * hw.clock_ghz * 1e3
-    program = k.prepass_rate(128, "16bit", 128).program_us * hw.clock_ghz * 1e3  # a core's first program, measured
-    elements = 4 * 8 * 8192 * 128
     rule = k.prepass_rate(128, "16bit", 128)
+    program = rule.program_us * hw.clock_ghz * 1e3  # a core's first program, measured
+    elements = 4 * 8 * 8192 * 128
     compute = elements * 0.324 / (rule.instructions_per_cycle * 132)  # 2,048 programs cover all 132 SMs
     each = -(-4 * 8 * 64 // 132)  # programs a core runs: its first alone, the others at the counted rate
     resident = 132 * rule.programs_per_core  # on every SM at the start, each loading its 128 x 128 block
