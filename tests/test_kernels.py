@@ -208,6 +208,10 @@ def test_the_prepass_is_priced_by_its_counted_instructions_and_issue_rate():
     assert double - launch - program - burst == pytest.approx(2 * (base - launch - program - burst), rel=1e-3)
     for rate in doc["prepass_rates"]:
         del rate["program_us"]  # no measured program: one memory latency and the whole work
+    with pytest.raises(ValueError, match="programs_per_core prices the first wave"):
+        Kernel.model_validate(doc)  # a first wave's reads with no program to price them beyond: refused
+    for rate in doc["prepass_rates"]:
+        del rate["programs_per_core"]
     bare = vfasim.run("H100-SXM", "vfa", kernel=Kernel.model_validate(doc), **shape).chip["prepass_cycles"]
     assert bare == int(np.ceil(launch + hw.chip.hbm.latency_cycles + 2 * compute))
     doc["minit"] = "inline"

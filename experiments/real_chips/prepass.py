@@ -23,7 +23,7 @@ import csv
 from pathlib import Path
 
 from vfasim import run
-from vfasim.formats import MATMUL_FORMATS, format_class
+from vfasim.formats import BITS, MATMUL_FORMATS, format_class
 from vfasim.hw import load_hw
 from vfasim.kernel import load_kernel
 from vfasim.report.tables import write_table
@@ -68,11 +68,11 @@ def issue_rates(folder: Path = NCU) -> list[dict]:
             blocks, kv_heads, batch = (int(x) for x in r["grid"].strip("()").split(","))
             head_dim, programs = int(r["head_dim"]), blocks * kv_heads * batch
             block_k = int(r["seq_len"]) // blocks
-            rate = kernel.prepass_rate(head_dim, format_class(MATMUL_FORMATS[FORMATS[r["dtype"]]]), block_k)
+            dtype = MATMUL_FORMATS[FORMATS[r["dtype"]]]
+            rate = kernel.prepass_rate(head_dim, format_class(dtype), block_k)
             seconds, inst = float(r["duration_ns"]) * 1e-9, int(r["inst_executed"])
             each = -(-programs // chip.cores)
-            resident = min(programs, chip.cores * (rate.programs_per_core or 1))
-            burst = (resident - 1) * block_k * head_dim * (1 if "fp8" in r["dtype"] else 2) / (
+            burst = (rate.resident(programs, chip.cores) - 1) * block_k * head_dim * BITS[dtype] / 8 / (
                 chip.hbm.bandwidth_gb_per_s * 1e9)
             issue_bound = (seconds - rate.program_us * 1e-6 - burst) * each / (each - 1)
             out.append({"table": name, "case": r["case"], "dtype": r["dtype"], "head_dim": head_dim,

@@ -157,6 +157,17 @@ class PrepassRate(_Strict):
                                           "program's; absent: one program a core")
     source: str = Field(min_length=1, description="Where the numbers come from, or 'assumed, because ...'")
 
+    @model_validator(mode="after")
+    def _burst_needs_program(self) -> PrepassRate:
+        if self.programs_per_core is not None and self.program_us is None:
+            raise ValueError("programs_per_core prices the first wave's reads beyond one program's program_us, "
+                             "and program_us is not given")
+        return self
+
+    def resident(self, programs: int, cores: int) -> int:
+        """Programs of a launch of ``programs`` on ``cores`` that run from its start (``programs_per_core`` a core)."""
+        return min(programs, cores * (self.programs_per_core or 1))
+
 
 class WaveSplit(_Strict):
     """A split-KV rule that picks the fewest splits within a fraction of the best wave efficiency.
