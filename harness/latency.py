@@ -9,6 +9,10 @@ L2-hit latency; a 1 GiB buffer (20x the L2) the HBM latency (L2 miss, TLB effect
 Kernels: ``torch.profiler`` around a few SDPA decode and small-prefill calls records every CUDA
 kernel the call launches (name and GPU duration): what splits a call's time between the attention
 kernel, the split-KV combine kernel and any copies.
+
+Calls: the same, timed as the campaigns time a call (L2 flushed, the GPU held by a sleep so the host has queued the
+call): each kernel's start after the sleep ends and its duration, in launch order, beside the whole call's CUDA-event
+time measured without the profiler. What a call's time is made of: the kernels and the gaps between them.
 """
 
 from __future__ import annotations
@@ -108,6 +112,69 @@ def run_profile(add, log, kernels=("sdpa_flash", "sdpa_cudnn")) -> None:
                      "seq_len": sk, "causal": causal, **row})
             log(f"profile {kern} {(b, h, hk, d, sq, sk, causal)}: "
                 + "; ".join(f"{r['cuda_kernel'][:40]} {r['us_per_call']:.1f}us" for r in launched))
+        del q, k, v
+
+
+#: held longer than a timed call's sleep (~60 us): the profiler slows the host's launches
+PROFILED_SLEEP_CYCLES = 1_000_000
+
+
+def _device_events(call, calls: int) -> list[tuple[str, float, float]]:
+    """(name, start us, end us) of every kernel, copy and memset ``calls`` calls of ``call`` ran, in start order."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    evs = [(ev.name, ev.time_range.start, ev.time_range.end) for ev in prof.events() if ev.device_type.name == "CUDA"]
+    return sorted(evs, key=lambda e: e[1])
+
+
+def call_kernels(fn, pre, calls: int = 5) -> list[dict] | None:
+    """The kernels of ``fn`` run after ``pre`` (the flush and the sleep), in launch order (``split_calls``)."""
+    from harness.launches import split_calls
+
+    pre_names = [n for n, _, _ in _device_events(pre, 1)]
+    return split_calls(_device_events(lambda: (pre(), fn()), calls), pre_names, calls)
+
+
+def run_calls(add, timer, log, cases, kernels=("sdpa_flash", "sdpa_cudnn", "sdpa_efficient"), budget=None) -> None:
+    """``add(row)`` one row per (case, backend, kernel of the call) in fp16: ``call_kernels`` beside the call's
+    CUDA-event time (``timer``, as the campaigns time it)."""
+    from harness.attention import sdpa_call
+
+    def pre():
+        timer.buf.zero_()
+        torch.cuda._sleep(PROFILED_SLEEP_CYCLES)
+
+    for case in cases:
+        if budget is not None and budget.left() < 20:
+            log(f"calls: budget spent, {case.key()} and the rest not measured")
+            return
+        c = case
+        g = torch.Generator(device="cuda")
+        g.manual_seed(0)
+        q, k, v = (torch.randn(shape, device="cuda", generator=g, dtype=torch.float16) for shape in
+                   ((c.batch, c.heads, c.seq_q, c.head_dim), (c.batch, c.kv_heads, c.seq_k, c.head_dim),
+                    (c.batch, c.kv_heads, c.seq_k, c.head_dim)))
+        for kern in kernels:
+            try:
+                fn = sdpa_call(kern, q, k, v, c.causal)
+                t = timer.time(fn)
+                parts = call_kernels(fn, pre)
+            except Exception as e:  # noqa: BLE001 - a refused backend is recorded in the log, the run goes on
+                log(f"calls {kern} {c.key()} failed: {type(e).__name__}")
+                continue
+            if parts is None:
+                log(f"calls {kern} {c.key()}: the calls launched different kernels, not recorded")
+                continue
+            for row in parts:
+                add({"kernel": kern, "dtype": "fp16", "batch": c.batch, "heads": c.heads, "kv_heads": c.kv_heads,
+                     "head_dim": c.head_dim, "seq_len_q": c.seq_q, "seq_len": c.seq_k, "causal": c.causal, **row,
+                     "call_us": t.median_us, "call_spread_pct": t.spread_pct, "calls": 5})
+            log(f"calls {kern} {c.key()}: {t.median_us:.1f}us = "
+                + " + ".join(f"[{r['start_us']:.1f}] {r['cuda_kernel'][:30]} {r['us']:.1f}" for r in parts))
         del q, k, v
 
 

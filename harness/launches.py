@@ -108,6 +108,28 @@ def profiled_calls(timer, log, shapes) -> list[dict]:
     return rows
 
 
+def split_calls(evs: list[tuple[str, float, float]], pre_names: list[str], calls: int) -> list[dict] | None:
+    """``calls`` calls' device events (name, start, end; in start order), each call's first ones named ``pre_names``:
+    per kernel after those, its name, its start after the last of them ends and its duration (medians over the
+    calls); None where the calls did not run the same kernels (the split cannot be read)."""
+    import statistics
+
+    if not pre_names or not evs or len(evs) % calls:
+        return None
+    m = len(evs) // calls
+    per_call = [evs[i * m:(i + 1) * m] for i in range(calls)]
+    names = [n for n, _, _ in per_call[0][len(pre_names):]]
+    if not names or any([n for n, _, _ in c] != pre_names + names for c in per_call):
+        return None
+    out = []
+    for j, name in enumerate(names):
+        starts = [c[len(pre_names) + j][1] - c[len(pre_names) - 1][2] for c in per_call]
+        durs = [c[len(pre_names) + j][2] - c[len(pre_names) + j][1] for c in per_call]
+        out.append({"order": j, "cuda_kernel": name[:200], "start_us": max(0.0, statistics.median(starts)),
+                    "us": statistics.median(durs)})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv if argv is None else argv
     ap = argparse.ArgumentParser(prog="python -m harness.launches", description=__doc__.splitlines()[0])

@@ -197,6 +197,19 @@ PROFILE = Schema(
      "seq_len": _int_pos, "causal": _one_of(*BOOLS), "launches_per_call": _real_pos, "us_per_call": _real_nonneg},
 )
 
+#: one SDPA call's CUDA kernels in launch order, timed as the campaigns time calls (L2 flushed, the GPU held by a
+#: sleep first): each kernel's start after the sleep ends and its duration (torch.profiler, medians over the calls
+#: profiled), and the whole call's CUDA-event time measured without the profiler
+CALLS = Schema(
+    "calls",
+    ("kernel", "dtype", "batch", "heads", "kv_heads", "head_dim", "seq_len_q", "seq_len", "causal", "order",
+     "cuda_kernel", "start_us", "us", "call_us", "call_spread_pct", "calls"),
+    {"dtype": _one_of(*DTYPES), "batch": _int_pos, "heads": _int_pos, "kv_heads": _int_pos, "head_dim": _int_pos,
+     "seq_len_q": _int_pos, "seq_len": _int_pos, "causal": _one_of(*BOOLS), "order": _int_nonneg,
+     "start_us": _real_nonneg, "us": _real_nonneg, "call_us": _real_pos, "call_spread_pct": _real_nonneg,
+     "calls": _int_pos},
+)
+
 #: two kernels timed in alternation on one shape: each one's median and the median of their per-rep ratio
 PAIRS = Schema(
     "pairs",

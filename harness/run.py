@@ -24,7 +24,7 @@ import torch
 from harness import attention as A
 from harness import kernels
 from harness.bench import Budget, ClockSampler, Timer, provenance, time_pair
-from harness.rows import (ATTENTION, BLIND2, BLIND3, CHAIN, CHECKS, MICRO, NUMERICS, PAIRS, PROFILE, SKIPPED, Table, chip_name,
+from harness.rows import (ATTENTION, BLIND2, BLIND3, CALLS, CHAIN, CHECKS, MICRO, NUMERICS, PAIRS, PROFILE, SKIPPED, Table, chip_name,
                           write_sidecar)
 from harness.worker import format_configs, parse_configs
 
@@ -33,7 +33,7 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
               256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]}
 
 
-PHASES = ("checks", "micro", "loop", "stages", "issue", "latency", "profile", "floor", "units", "units_decode",
+PHASES = ("checks", "micro", "loop", "stages", "issue", "latency", "profile", "calls", "floor", "units", "units_decode",
           "pairs", "chain", "fa3", "decode", "numerics", "prefill", "blind", "blind2", "blind3")
 
 
@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
                          "fp8), 'blind2' (a second such grid, rows.BLIND2: other lengths, batches 1-24, GQA 8:1 and "
                          "4:1, head dim 256 at two shapes, 1- and 4-query decode), 'blind3' (a third, rows.BLIND3: "
                          "batches 3-40, GQA 7:1, 6:1 and 3:1, 1- and 3-query decode) and "
-                         "'profile' (the CUDA kernels of a few SDPA calls, profile.csv)")
+                         "'profile' (the CUDA kernels of a few SDPA calls, profile.csv) and 'calls' (every SDPA "
+                         "backend's decode call of the decode grid, each kernel's start and duration as a timed call "
+                         "runs it, calls.csv)")
     a = ap.parse_args(argv[1:])
     phases = set(a.phases.split(","))
     unknown = phases - set(PHASES)
@@ -130,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
               "skipped": Table(os.path.join(out, "skipped.csv"), SKIPPED)}
     if "profile" in phases:
         tables["profile"] = Table(os.path.join(out, "profile.csv"), PROFILE)
+    if "calls" in phases:
+        tables["calls"] = Table(os.path.join(out, "calls.csv"), CALLS)
     if "pairs" in phases:
         tables["pairs"] = Table(os.path.join(out, "pairs.csv"), PAIRS)
     if "chain" in phases:
@@ -224,6 +228,13 @@ def main(argv: list[str] | None = None) -> int:
                 phase(name, "micro", body)
         if "profile" in phases:
             phase("profile", "profile", profile)
+
+        def calls() -> None:
+            from harness.latency import run_calls
+            run_calls(lambda row: tables["calls"].add(row), timer, log, A.decode_grid(), budget=budget)
+
+        if "calls" in phases:
+            phase("calls", "calls", calls)
 
         # ---- attention ----------------------------------------------------------------------------
         runner = CaseRunner(chip, timer, tables, skip, bad, budget, log)
@@ -548,6 +559,10 @@ def table_notes() -> dict:
                                   "are fp32 in the kernel, P is cast to the input format for PV",
         },
         "micro": {"about": "one row per quantity; notes say how it was measured"},
+        "calls": {"about": "each SDPA decode call's CUDA kernels in launch order (torch.profiler around 5 calls, each "
+                           "after the L2 flush and a ~0.5 ms sleep): start after the sleep ends and duration, medians; "
+                           "call_us: the call's CUDA-event time as the campaigns measure it (L2 flushed, ~60 us sleep), "
+                           "without the profiler"},
         "profile": {"about": "torch.profiler around 5 calls of each SDPA case after 3 warm-ups (warm L2, no flush): "
                              "every CUDA kernel the call launched, launches and GPU microseconds per call"},
         "numerics": {"about": "rel. L2 error (vs float64 exact attention of the same rounded inputs) of each "

@@ -664,3 +664,30 @@ def test_the_prepass_sweep_covers_its_grid_and_a_lone_program_costs_most_of_a_wa
     for (d, dtype, bn, p), t in us.items():
         if p == 132:
             assert us[(d, dtype, bn, 1)] < t < 1.3 * us[(d, dtype, bn, 1)]
+
+
+def test_a_calls_kernels_are_read_after_its_flush_and_sleep_and_refused_when_the_calls_differ():
+    from harness.launches import split_calls
+
+    pre = ["fill", "spin"]
+
+    def call(t0: float, combine_us: float) -> list[tuple[str, float, float]]:
+        return [("fill", t0, t0 + 10), ("spin", t0 + 10, t0 + 500), ("split", t0 + 502, t0 + 530),
+                ("combine", t0 + 531.5, t0 + 531.5 + combine_us)]
+
+    evs = call(0, 4.0) + call(1000, 6.0) + call(2000, 5.0)
+    parts = split_calls(evs, pre, 3)
+    assert [(p["order"], p["cuda_kernel"]) for p in parts] == [(0, "split"), (1, "combine")]
+    assert parts[0]["start_us"] == pytest.approx(2.0) and parts[0]["us"] == pytest.approx(28.0)
+    assert parts[1]["start_us"] == pytest.approx(31.5) and parts[1]["us"] == pytest.approx(5.0)  # the median
+    assert split_calls(evs[:-1], pre, 3) is None  # one call launched a kernel fewer
+    assert split_calls(call(0, 4.0) + [("fill", 1000, 1010), ("spin", 1010, 1500), ("other", 1502, 1530),
+                                       ("combine", 1531, 1535)], pre, 2) is None  # another kernel
+    assert split_calls(call(0, 4.0)[:2], pre, 1) is None  # no kernel after the sleep
+    row = {"kernel": "sdpa_flash", "dtype": "fp16", "batch": 1, "heads": 32, "kv_heads": 8, "head_dim": 128,
+           "seq_len_q": 1, "seq_len": 8192, "causal": False, **parts[0], "call_us": 31.4, "call_spread_pct": 2.0,
+           "calls": 3}
+    R.CALLS.check_row({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in row.items()}, "row 1")
+    with pytest.raises(ValueError, match="start_us"):
+        R.CALLS.check_row({**{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in row.items()},
+                           "start_us": "-1"}, "row 1")
