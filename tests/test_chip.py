@@ -753,3 +753,19 @@ def test_a_units_ops_priced_alone_cost_what_they_cost_in_the_whole_trace(share):
                                                                                      1, 3)):
             alone = op_cycles(trace, hw, ops)
             assert alone[0].tolist() == pipe[ops].tolist() and alone[1].tolist() == cycles[ops].tolist()
+
+
+def test_a_chip_runs_latency_splits_by_launch_into_its_kernels_and_their_launch_overheads():
+    # FA2's split-K/V decode: the split kernel, its combine and two launches; the sum is the latency
+    split = vfasim.run("H200", "fa2", kernel="fa2", seq_len=8192, heads=32, kv_heads=8, decode=True, queries=1)
+    parts = split.chip["launch_us"]
+    assert split.chip["splits"] > 1 and parts["combine_kernel"] > 0 and parts["prepass_kernel"] == 0
+    assert sum(parts.values()) == pytest.approx(split.chip["latency_us"], rel=1e-12)
+    assert parts["launch_overheads"] == pytest.approx(2 * 3.52, rel=1e-3)  # the H200's launch_overhead_us, twice
+    from vfasim.report.chip_text import format_chip_run
+
+    assert "by launch attention kernel" in format_chip_run(split.to_dict()) and "combine kernel" in \
+        format_chip_run(split.to_dict())
+    one = vfasim.run("H200", "fa2", kernel="fa2", seq_len=2048, heads=16, causal=True)
+    assert one.chip["launch_us"]["combine_kernel"] == 0 and one.chip["splits"] == 1
+    assert one.chip["launch_us"]["launch_overheads"] == pytest.approx(3.52, rel=1e-3)

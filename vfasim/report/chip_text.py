@@ -15,6 +15,8 @@ def format_chip_run(doc: dict) -> str:
         f"{chip['tflops']:.1f} TFLOP/s   bound {chip['bound']}"
         + (" (no resource busy half the time: a tail, exposed latency or each stream's own serial chain)"
            if chip["bound"] == "launch" else "")),
+        "by launch " + "  ".join(f"{name.replace('_', ' ')} {us:.2f} us" for name, us in chip["launch_us"].items()
+                                 if us or name == "attention_kernel"),
         (f"launch    {chip['units']:,} units ({chip['splits']} split(s) per row), {chip['streams_per_core']} "
         f"stream(s) per core, {chip['waves']} wave(s); {chip['unit_overhead_cycles']:,} cycles a unit beside its ops "
         f"({_OVERHEAD_FROM[chip['unit_overhead_from']]})"),

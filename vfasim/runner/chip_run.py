@@ -394,6 +394,18 @@ def _scope(geo: Geometry) -> str:
     return "all batch x heads"
 
 
+def launch_us(res: ChipResult, clock_ghz: float) -> dict[str, float]:
+    """The latency by launch, µs: the attention kernel (its units' last end), the split's combine kernel (its last
+    end after that), the pre-pass (its own launch included), and the launch overheads charged for the others (the
+    rest)."""
+    main = float(res.times.end.max(initial=0))
+    combine = float(res.combine.end.max()) - main if res.combine is not None else 0.0
+    overheads = res.latency_cycles - main - combine - res.prepass_cycles
+    return {name: cycles / (clock_ghz * 1e3) for name, cycles in
+            (("attention_kernel", main), ("combine_kernel", combine), ("prepass_kernel", float(res.prepass_cycles)),
+             ("launch_overheads", overheads))}
+
+
 def chip_summary(res: ChipResult, config: HardwareConfig, kernel: str, dispatch: str, used: list[int]) -> dict:
     seconds = res.latency_cycles / (config.clock_ghz * 1e9)
     units = int(res.launch.kind.size)
@@ -410,6 +422,7 @@ def chip_summary(res: ChipResult, config: HardwareConfig, kernel: str, dispatch:
         "achieved_l2_tbps": res.l2_port_bytes / seconds / 1e12 if seconds else 0.0,
         "bound": res.bound,
         "prepass_cycles": res.prepass_cycles, "prepass_us": res.prepass_cycles / (config.clock_ghz * 1e3),
+        "launch_us": launch_us(res, config.clock_ghz),
         "unit_overhead_cycles": res.unit_overhead_cycles, "unit_overhead_from": res.unit_overhead_from,
         "utilization": {k.removeprefix("class_"): v for k, v in res.utilization.items() if k.startswith("class_")},
         "unit_bounds": unit_bound_counts(res.times),
