@@ -19,6 +19,7 @@ from vfasim.errors import VfasimError
 from vfasim.functional import Precision, Tiling, policy_for
 from vfasim.functional.trace_only import trace_only
 from vfasim.hw import HardwareConfig, load_hw
+from vfasim.hw.chip import L2Spec
 from vfasim.sim import op_cycles, simulate
 from vfasim.trace import KIND_CODE
 
@@ -769,3 +770,23 @@ def test_a_chip_runs_latency_splits_by_launch_into_its_kernels_and_their_launch_
     one = vfasim.run("H200", "fa2", kernel="fa2", seq_len=2048, heads=16, causal=True)
     assert one.chip["launch_us"]["combine_kernel"] == 0 and one.chip["splits"] == 1
     assert one.chip["launch_us"]["launch_overheads"] == pytest.approx(3.52, rel=1e-3)
+
+
+def test_the_l2s_dirty_lines_cost_a_memory_bound_launch_their_write_back(tmp_path):
+    # l2.dirty_bytes (validation/l2dirty_h200_2026_11): the first reads from the HBM evict dirty lines; a launch
+    # that keeps the HBM port busy waits their write-back at the port
+    clean = tmp_path / "clean.yaml"
+    clean.write_text("base: H200\nname: clean-l2\nchip:\n  l2:\n    dirty_bytes: null  # a clean L2 (test)\n"
+                     "    dirty_writeback_per_byte: null  # a clean L2 (test)\n")
+    shape = dict(seq_len=32768, heads=32, kv_heads=8, batch=8, decode=True, queries=1)
+    dirty, plain = vfasim.run("H200", "fa2", kernel="cudnn", **shape), vfasim.run(clean, "fa2", kernel="cudnn", **shape)
+    l2 = load_hw("H200").chip.l2
+    hw = load_hw("H200")
+    port = hw.chip.bytes_per_cycle(hw.chip.hbm, hw.clock_ghz)
+    written = min(l2.dirty_writeback_per_byte * dirty.chip["hbm_bytes"], l2.dirty_bytes)
+    assert written == l2.dirty_bytes  # 1 GB of K/V read: every dirty line goes
+    assert plain.chip["writeback_us"] == 0 and 0 < dirty.chip["writeback_us"] <= written / port / 1830
+    assert dirty.chip["writeback_us"] > 0.8 * written / port / 1830  # memory-bound: nearly all of it shows
+    assert dirty.latency_cycles - plain.latency_cycles == pytest.approx(dirty.chip["writeback_us"] * 1830, abs=2)
+    with pytest.raises(ValueError, match="go together"):
+        L2Spec(bandwidth_gb_per_s=1.0, latency_cycles=1, capacity_bytes=1, dirty_bytes=1)

@@ -14,7 +14,7 @@ import vfasim
 from vfasim.cli import main
 from vfasim.errors import VfasimError
 from vfasim.hw import builtin_names, load_hw
-from vfasim.kernel import Kernel, WaveSplit, builtin_kernel_names, load_kernel
+from vfasim.kernel import GridSplit, Kernel, WaveSplit, builtin_kernel_names, load_kernel
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 SHIPPED = ("ascend-pto", "cudnn", "efficient", "fa2", "fa3", "fa4", "flex", "splitkv-decode", "triton")
@@ -63,6 +63,10 @@ def test_kernels_with_a_decode_path_run_decode(name):
         # 2 x 2 K/V heads of one 64-row block each, 2 slots per SM, 32 key blocks: efficiency 4n/(2 x SMs) is best
         # at n = 32 on every chip of 64 or more SMs, and no eligible n below reaches 85% of it
         assert r.chip["splits"] == 32
+    elif isinstance(k.decode.split_kv, GridSplit):
+        # 2 x 2 K/V heads of one 16-row block each (a GQA group packed), 32 key blocks: 256 // 4 = 64 splits, at most
+        # the key blocks, a power of two
+        assert r.chip["splits"] == 32 and r.chip["units"] == 4 * 32
     else:
         assert r.chip["splits"] > 1 if k.decode.split_kv == "fill_slots" else r.chip["splits"] == 1
 
@@ -203,9 +207,17 @@ def test_the_prepass_is_priced_by_its_counted_instructions_and_issue_rate():
     compute = elements * 0.324 / (rule.instructions_per_cycle * 132)  # 2,048 programs cover all 132 SMs
     each = -(-4 * 8 * 64 // 132)  # programs a core runs: its first alone, the others at the counted rate
     resident = 132 * rule.programs_per_core  # on every SM at the start, each loading its 128 x 128 block
-    burst = (resident - 1) * 128 * 128 * 2 / hw.chip.bytes_per_cycle(hw.chip.hbm, hw.clock_ghz)
-    assert base == int(np.ceil(launch + program + burst + compute * (each - 1) / each))
-    assert double - launch - program - burst == pytest.approx(2 * (base - launch - program - burst), rel=1e-3)
+    port = hw.chip.bytes_per_cycle(hw.chip.hbm, hw.clock_ghz)
+    burst = (resident - 1) * 128 * 128 * 2 / port
+    read = elements * 2  # K, once
+
+    def writeback(work: float) -> float:  # the call's first launch meets the L2's dirty lines (l2.dirty_bytes)
+        return min(0.411 * read, hw.chip.l2.dirty_bytes) / port * min(1.0, read / (port * work))
+
+    assert compute > read / port  # compute-bound: the write-backs take the port's share the reads leave them
+    assert base == int(np.ceil(launch + program + burst + compute * (each - 1) / each + writeback(compute)))
+    assert double == int(np.ceil(launch + program + burst + 2 * compute * (each - 1) / each
+                                 + writeback(2 * compute)))
     for rate in doc["prepass_rates"]:
         del rate["program_us"]  # no measured program: one memory latency and the whole work
     with pytest.raises(ValueError, match="programs_per_core prices the first wave"):
@@ -213,7 +225,7 @@ def test_the_prepass_is_priced_by_its_counted_instructions_and_issue_rate():
     for rate in doc["prepass_rates"]:
         del rate["programs_per_core"]
     bare = vfasim.run("H100-SXM", "vfa", kernel=Kernel.model_validate(doc), **shape).chip["prepass_cycles"]
-    assert bare == int(np.ceil(launch + hw.chip.hbm.latency_cycles + 2 * compute))
+    assert bare == int(np.ceil(launch + hw.chip.hbm.latency_cycles + 2 * compute + writeback(2 * compute)))
     doc["minit"] = "inline"
     with pytest.raises(ValueError, match="prepass_rates needs minit: prepass"):
         Kernel.model_validate(doc)
@@ -551,3 +563,17 @@ def test_a_kernel_whose_gaps_other_ctas_fill_runs_its_tensor_pipes_at_full_rate_
     busy = [vfasim.run("H100-SXM", "fa2", kernel=k, seq_len=1024, head_dim=64, heads=33, batch=1, causal=False,
                        numerics_heads=0).chip["utilization"]["tensor"] for k in ("triton", unfilled)]
     assert busy[0] < busy[1]  # the reported tensor busy is priced as the units sharing a core run it
+
+
+def test_the_grid_target_rule_reproduces_cudnns_measured_decode_grids():
+    # validation/ncu_cudnn_decode_h200_2026_11: the sm80 decode kernel's grid.x (splits) at (row tiles, key blocks)
+    rule = load_kernel("cudnn").decode.split_kv
+    assert isinstance(rule, GridSplit)
+    measured = {(32, 16): 8, (8, 16): 16, (1, 16): 16, (256, 16): 1, (64, 16): 4, (512, 16): 1, (1, 64): 64,
+                (8, 64): 32, (1, 256): 64, (1, 512): 64, (64, 512): 4, (32, 4): 1, (1, 4): 1, (2048, 4): 1}
+    for (tiles, kblocks), splits in measured.items():
+        assert rule.splits(tiles, 1, 132, kblocks) == splits, (tiles, kblocks)
+    assert rule.splits(96, 1, 132, 64) == 2  # 256 // 96 = 2, a power of two
+    bad = rule.model_dump() | {"rule": "grid_target", "target_ctas": 0}
+    with pytest.raises(ValueError, match="target_ctas"):
+        GridSplit(**bad)

@@ -89,7 +89,8 @@ def occupancy(kernel: Kernel, rule: TileRule, shape: TileShape, limits: CoreLimi
         short = "registers" if by_regs < ctas else short
         ctas = min(ctas, by_regs)
     fit = min(limits.max_streams, ctas * g)
-    want = kernel.ctas_per_core * g if kernel.ctas_per_core is not None else fit
+    bound = rule.ctas_per_core or kernel.ctas_per_core
+    want = bound * g if bound is not None else fit
     if want < 1 or want > fit:
         regs = (f" and {need.registers * g + need.cta_extra_registers:,} bytes of registers"
                 if need.registers else "")

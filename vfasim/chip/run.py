@@ -123,6 +123,7 @@ class ChipResult:
     l2_bytes: float
     l2_port_bytes: float
     prepass_cycles: int = 0  # the key-summary launch before the main one (VFA with a prepass kernel)
+    writeback_cycles: float = 0.0  # the main launch's wait for the dirty L2 lines its first reads evict
     unit_timing: UnitTiming | None = None  # how a unit's ops were timed on its core (``core_ops`` repeats it)
     unit_overhead_cycles: int = 0  # the fixed cycles each unit paid beyond its ops
     # the chip's kernel_tuning (fitted or sourced), the tile's measured cycles times the chip's fitted scale, or as is
@@ -227,19 +228,22 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
                         shared_core=None if full is None else _unit_core(full, *unit_core))
     timer = UnitTimer(trace, timing, launch.kinds, digest, rule.block_floor if rule.block_cycles else None)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
-    combine = _combine(plan, geo, shape, float(times.end.max(initial=0)), kernel, samples)
+    first, evicted = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else (0, 0.0)
+    main_end = float(times.end.max(initial=0))
+    writeback, written = _writeback(plan, float(times.hbm_bytes.sum()), main_end, evicted)
+    combine = _combine(plan, geo, shape, main_end + writeback, kernel, samples)
     launches = (1 if combine is None else 2) + kernel.side_launch_count(geo.causal, geo.decode and not geo.main_path)
-    first = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else 0
-    end = (combine.end.max() if combine is not None else times.end.max(initial=0)) \
+    end = (combine.end.max() if combine is not None else main_end + writeback) \
         + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first
     origin: OverheadFrom = "tuning" if tuning.unit_overhead_cycles is not None else "none" if not rule.cta_cycles \
         else "measured" if tuning.cta_cycles_scale is None else "scaled"
-    return replace(_totals(plan, launch, busy, times, combine, int(np.ceil(end - 1e-9)), geo.flops),
-                   prepass_cycles=first, unit_timing=timing, unit_overhead_cycles=plan.overhead,
-                   unit_overhead_from=origin)
+    return replace(_totals(plan, launch, busy, times, combine, int(np.ceil(end - 1e-9)), geo.flops, written),
+                   prepass_cycles=first, writeback_cycles=writeback, unit_timing=timing,
+                   unit_overhead_cycles=plan.overhead, unit_overhead_from=origin)
 
 
-def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileShape, kernel: Kernel) -> int:
+def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileShape,
+                    kernel: Kernel) -> tuple[int, float]:
     """VFA's key-summary launch: one program per key block of each K/V head reads its block once from HBM and
     reduces it; the work is the slower of that read (at the HBM bandwidth) and the compute. After a launch, a core's
     first program takes its measured time (``PrepassRate.program_us``, one program alone), the blocks of the other
@@ -247,7 +251,9 @@ def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileS
     the HBM bandwidth (each program loads its whole block before reducing it, so they all read at once), and its
     further programs take the rest of the work; without ``program_us``, one exposed memory latency and the work. The
     summaries written are negligible. Compute: the kernel's counted instructions at its measured issue rate
-    (``prepass_rates``) on the cores the programs occupy, else one vector operation per element."""
+    (``prepass_rates``) on the cores the programs occupy, else one vector operation per element. The call's first
+    launch, it also waits for the dirty L2 lines its reads evict (``_writeback``). Returns its cycles and the bytes
+    it wrote back."""
     chip = plan.chip
     kv_len = geo.kv_len or geo.n_kblocks * shape.block_k
     elements = geo.batch * geo.kv_heads * kv_len * shape.head_dim
@@ -259,14 +265,29 @@ def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileS
     else:
         vec = next(p for p in hw.pipelines.values() if p.role == "vector")
         compute = elements / (chip.cores * vec.units * vec.throughput[hw.precision.vector])
-    work = max(compute, elements * shape.kv_bytes / plan.ports.hbm if plan.ports.hbm else 0.0)
+    read = elements * shape.kv_bytes
+    work = max(compute, read / plan.ports.hbm if plan.ports.hbm else 0.0)
     if rate is not None and rate.program_us is not None:  # a core's first program alone, the rest at the rate
         each = -(-programs // chip.cores)
         burst = (rate.resident(programs, chip.cores) - 1) * elements / programs * shape.kv_bytes / plan.ports.hbm if plan.ports.hbm else 0.0
         body = rate.program_us * hw.clock_ghz * 1e3 + burst + work * (each - 1) / each
     else:
         body = (chip.hbm.latency_cycles if chip.hbm is not None else 0) + work
-    return int(np.ceil(chip.launch_overhead_us * hw.clock_ghz * 1e3 + body))
+    writeback, evicted = _writeback(plan, read, work, 0.0)
+    return int(np.ceil(chip.launch_overhead_us * hw.clock_ghz * 1e3 + body + writeback)), evicted
+
+
+def _writeback(plan: _Plan, read: float, span: float, evicted: float) -> tuple[float, float]:
+    """(cycles, bytes): what a launch that reads ``read`` bytes from the HBM over ``span`` cycles waits for the L2's
+    dirty lines its reads evict (``L2Spec.dirty_bytes``, less the ``evicted`` bytes an earlier launch of the call
+    wrote back): their write-back time at the HBM port, in the share of the span the launch keeps that port busy
+    with its reads (assumed, because the write-backs take port time beside the first reads, which a launch that
+    leaves the port idle hides)."""
+    l2, port = plan.chip.l2, plan.ports.hbm
+    if l2 is None or l2.dirty_bytes is None or not port or span <= 0:
+        return 0.0, 0.0
+    written = min(l2.writeback_bytes(read), l2.dirty_bytes - evicted)
+    return written / port * min(1.0, read / (port * span)), written
 
 
 def tuned_core(hw: HardwareConfig, tuning: KernelTuning, kernel: Kernel, mask_work: float = 1.0) -> HardwareConfig:
@@ -477,8 +498,9 @@ def _combine_slots(chip: ChipSpec) -> int:
 
 
 def _totals(plan: _Plan, launch: Launch, busy_cycles: tuple[np.ndarray, np.ndarray], times: LaunchTimes,
-            combine: LaunchTimes | None, latency: int, flops: float) -> ChipResult:
-    """The result, from the busy cycles per pipeline and per op kind (``busy_by_pipeline``) and the launches."""
+            combine: LaunchTimes | None, latency: int, flops: float, written: float = 0.0) -> ChipResult:
+    """The result, from the busy cycles per pipeline and per op kind (``busy_by_pipeline``) and the launches;
+    ``written``: dirty L2 lines written back, which busy the HBM port beside the launches' own bytes."""
     core, ports = plan.core, plan.ports
     busy, by_kind = busy_cycles
     cores = plan.chip.cores
@@ -490,7 +512,8 @@ def _totals(plan: _Plan, launch: Launch, busy_cycles: tuple[np.ndarray, np.ndarr
     port = hbm + hits if ports.l2 is not None else 0.0
     classes = {r: max((util[n] for n in names if core.pipelines[n].role == r), default=0.0) for r in ROLES}
     classes.update(_shared_streams(core, util))
-    classes["memory"] = max([b / (c * latency) for b, c in ((hbm, ports.hbm), (port, ports.l2)) if c] or [0.0])
+    classes["memory"] = max([b / (c * latency) for b, c in ((hbm + written, ports.hbm), (port, ports.l2)) if c]
+                            or [0.0])
     return ChipResult(
         latency_cycles=latency, streams_per_core=plan.streams, slots_per_core=plan.slots, splits=plan.splits,
         launch=launch, times=times,

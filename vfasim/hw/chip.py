@@ -63,6 +63,26 @@ class L2Spec(MemorySpec):
         description="What one core's loads get from the L2 in a loop that is not software-pipelined (each load "
                     "issued in the iteration that uses it), every core loading, bytes per core cycle; absent: the "
                     "core's share of bandwidth_gb_per_s")
+    dirty_bytes: int | None = Field(
+        default=None, strict=True, gt=0, le=MAX_BYTES,
+        description="Dirty lines the L2 holds when a call starts, as after the usual flush that writes a buffer larger "
+                    "than the L2 (and after a previous kernel's writes): the call's first reads from the HBM evict "
+                    "them, each write-back crossing the HBM beside the reads; absent: a clean L2")
+    dirty_writeback_per_byte: float | None = Field(
+        default=None, strict=True, gt=0, le=1, allow_inf_nan=False,
+        description="Bytes written back per byte read from the HBM while dirty lines last (needs dirty_bytes)")
+
+    @model_validator(mode="after")
+    def _dirty_pair(self) -> L2Spec:
+        if (self.dirty_bytes is None) != (self.dirty_writeback_per_byte is None):
+            raise ValueError("l2.dirty_bytes and l2.dirty_writeback_per_byte go together: give both or neither")
+        return self
+
+    def writeback_bytes(self, read_bytes: float) -> float:
+        """Bytes of dirty lines a launch reading ``read_bytes`` from the HBM writes back."""
+        if self.dirty_bytes is None or self.dirty_writeback_per_byte is None:
+            return 0.0
+        return min(self.dirty_writeback_per_byte * read_bytes, float(self.dirty_bytes))
 
 
 class CoreLimits(_Strict):

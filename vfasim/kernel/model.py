@@ -77,6 +77,9 @@ class TileRule(_Strict):
     producer_registers_per_thread: int | None = Field(
         strict=True, default=None, ge=0, le=255, description="Registers of each producer thread with this tile (absent: the "
                                                 "kernel's)")
+    ctas_per_core: int | None = Field(
+        strict=True, default=None, gt=0, le=64, description="CTAs a core runs at once with this tile, where the tile is "
+        "another kernel's than the kernel's main one (e.g. a decode kernel), measured; absent: the kernel's")
     result_latency: dict[str, Annotated[int, Field(strict=True, ge=0, le=10**6)]] = Field(
         default_factory=dict, description="Op kind -> cycles from such an op's start on this tile until its result may "
         "be read, measured with the op alone (e.g. a row reduction across warps through shared memory and "
@@ -200,6 +203,33 @@ class WaveSplit(_Strict):
         return next(n for n in eligible if eff[n] >= self.efficiency_ratio * best)
 
 
+class GridSplit(_Strict):
+    """A split-KV rule that splits each row tile's keys until the launch reaches a CTA count.
+
+    With ``m`` = batch × heads × query blocks of ``block_q`` rows: no split below ``min_kblocks`` key blocks;
+    otherwise n = min(``max_splits``, key blocks, ``target_ctas`` // m), at least 1, rounded down to a power of
+    two where ``power_of_two`` says so.
+    """
+
+    rule: Literal["grid_target"]
+    block_q: int = Field(strict=True, gt=0, le=MAX_TILE, description="Query rows per block as the rule counts them")
+    target_ctas: int = Field(strict=True, gt=0, le=1 << 20, description="The CTAs the splits fill the launch to, at most")
+    max_splits: int = Field(strict=True, gt=0, le=4096)
+    min_kblocks: int = Field(strict=True, gt=0, le=1 << 20, description="No split with fewer key blocks than this")
+    power_of_two: bool = Field(strict=True, description="Splits are a power of two")
+    prefill: bool = Field(description="The rule also splits prefill launches (not only decode)", strict=True)
+    source: str = Field(min_length=1)
+
+    def splits(self, batch_heads: int, rows: int, cores: int, kblocks: int) -> int:
+        """Splits for ``batch_heads`` rows of heads, ``rows`` query rows each, over ``kblocks`` key blocks (``cores``
+        does not enter: the rule's target is a CTA count)."""
+        if kblocks < self.min_kblocks:
+            return 1
+        m = batch_heads * -(-rows // self.block_q)
+        n = max(1, min(self.max_splits, kblocks, self.target_ctas // m))
+        return 1 << (n.bit_length() - 1) if self.power_of_two else n
+
+
 class CombineRows(_Strict):
     """Query rows per CTA of the split-KV combine launch: the first rule whose divisor divides the head dim."""
 
@@ -225,9 +255,10 @@ class DecodeRule(_Strict):
 
     tiles: list[TileRule] = Field(min_length=1, description="Split-KV tile table (block_q: query rows of a "
                                   "tile, packed query heads included), first match wins")
-    split_kv: Literal["fill_slots", "none"] | WaveSplit = Field(
+    split_kv: Literal["fill_slots", "none"] | WaveSplit | GridSplit = Field(
         description="fill_slots: split each row's K/V into enough chunks that every stream slot of the chip gets "
-                    "work; a wave_efficiency rule: the source's own split heuristic; none: no split. Splits > 1 add "
+                    "work; a wave_efficiency rule: the source's own split heuristic; a grid_target rule: splits that "
+                    "fill the launch to a measured CTA count; none: no split. Splits > 1 add "
                     "a combine launch that merges the partial results")
     one_split_tiles: Literal["decode", "main"] = Field(
         default="decode", description="The tiles a decode launch runs with when it makes one split: decode (this "
@@ -253,8 +284,8 @@ class DecodeRule(_Strict):
 
     @model_validator(mode="after")
     def _applies(self) -> DecodeRule:
-        if self.one_split_tiles == "main" and not isinstance(self.split_kv, WaveSplit):
-            raise ValueError("one_split_tiles: main needs a wave_efficiency split_kv rule (the only rule that can "
+        if self.one_split_tiles == "main" and isinstance(self.split_kv, str):
+            raise ValueError("one_split_tiles: main needs a wave_efficiency or grid_target split_kv rule (the rules that can "
                              "leave a decode launch at one split)")
         return self
 

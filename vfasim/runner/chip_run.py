@@ -40,7 +40,7 @@ from vfasim.formats import format_class
 from vfasim.functional import Policy, Precision, Tiling, engine_trace, policy_for
 from vfasim.functional.trace_only import data_independent, trace_only
 from vfasim.hw import HardwareConfig, builtin_names
-from vfasim.kernel import Kernel, TileRule, WaveSplit
+from vfasim.kernel import GridSplit, Kernel, TileRule, WaveSplit
 from vfasim.reuse import cached
 from vfasim.sim import busiest_stream
 from vfasim.runner.inputs import check_chip_plan
@@ -171,7 +171,7 @@ def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal:
     """(splits, split tiles): the splits of the K/V its own rule picks (0: the chip model picks them, as
     ``fill_slots`` or ``none`` say) and whether the launch runs the kernel's split-KV (decode) tiles.
 
-    A ``wave_efficiency`` rule decides on the kernel's own tiles (not on blocks a user gave) and, where the rule
+    A ``wave_efficiency`` or ``grid_target`` rule decides on the kernel's own tiles (not on blocks a user gave) and, where the rule
     says so, in prefill too; a launch of one split runs the tiles ``one_split_tiles`` names. A decode step the
     split path does not take (``main_path``: ``DecodeRule.runs`` says no, for more queries than its ``max_queries``
     or a GQA group its ``gqa_groups`` refuses) runs the main kernel, unsplit.
@@ -179,7 +179,7 @@ def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal:
     rule = kernel.decode.split_kv if kernel.decode is not None else "none"
     if decode and main_path and own_tiles:
         return 1, False  # the kernel's main path: its prefill tiles, one split
-    if not isinstance(rule, WaveSplit) or not own_tiles or not (decode or rule.prefill) or config.chip is None:
+    if not isinstance(rule, (WaveSplit, GridSplit)) or not own_tiles or not (decode or rule.prefill) or config.chip is None:
         return 0, decode
     try:
         block_k = kernel.tile(head_dim, format_class(config.precision.matmul), causal, True, algo).block_k
@@ -395,10 +395,10 @@ def _scope(geo: Geometry) -> str:
 
 
 def launch_us(res: ChipResult, clock_ghz: float) -> dict[str, float]:
-    """The latency by launch, µs: the attention kernel (its units' last end), the split's combine kernel (its last
-    end after that), the pre-pass (its own launch included), and the launch overheads charged for the others (the
+    """The latency by launch, µs: the attention kernel (its units' last end, and its wait for the L2's dirty lines,
+    ``writeback_us``), the split's combine kernel (its last end after that), the pre-pass (its own launch included), and the launch overheads charged for the others (the
     rest)."""
-    main = float(res.times.end.max(initial=0))
+    main = float(res.times.end.max(initial=0)) + res.writeback_cycles
     combine = float(res.combine.end.max()) - main if res.combine is not None else 0.0
     overheads = res.latency_cycles - main - combine - res.prepass_cycles
     return {name: cycles / (clock_ghz * 1e3) for name, cycles in
@@ -423,6 +423,7 @@ def chip_summary(res: ChipResult, config: HardwareConfig, kernel: str, dispatch:
         "bound": res.bound,
         "prepass_cycles": res.prepass_cycles, "prepass_us": res.prepass_cycles / (config.clock_ghz * 1e3),
         "launch_us": launch_us(res, config.clock_ghz),
+        "writeback_us": res.writeback_cycles / (config.clock_ghz * 1e3),
         "unit_overhead_cycles": res.unit_overhead_cycles, "unit_overhead_from": res.unit_overhead_from,
         "utilization": {k.removeprefix("class_"): v for k, v in res.utilization.items() if k.startswith("class_")},
         "unit_bounds": unit_bound_counts(res.times),

@@ -151,6 +151,7 @@ class ChipFigures(TypedDict, total=False):
     launch_us: dict[str, float]  # the latency by launch: the attention kernel's CTAs (first start to last end),
     # the split's combine kernel, the key-summary pre-pass (its own launch included) and the launch overheads the
     # model charges for the others
+    writeback_us: float  # the attention kernel's wait for the dirty L2 lines its first reads evict (hw l2.dirty_bytes)
     unit_overhead_cycles: int  # fixed cycles each unit paid beyond its ops
     unit_overhead_from: str  # tuning (the chip's flat kernel_tuning figure), scaled (the tile's cta_cycles times the
     # chip's fitted cta_cycles_scale), measured (the tile's cta_cycles) or none
