@@ -24,7 +24,7 @@ import torch
 from harness import attention as A
 from harness import kernels
 from harness.bench import Budget, ClockSampler, Timer, provenance, time_pair
-from harness.rows import (ATTENTION, BLIND2, BLIND3, CALLS, CHAIN, CHECKS, MICRO, NUMERICS, PAIRS, PROFILE, SKIPPED, Table, chip_name,
+from harness.rows import (ATTENTION, BLIND2, BLIND3, BLIND4, CALLS, CHAIN, CHECKS, MICRO, NUMERICS, PAIRS, PROFILE, SKIPPED, Table, chip_name,
                           write_sidecar)
 from harness.worker import format_configs, parse_configs
 
@@ -34,7 +34,8 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
 
 
 PHASES = ("checks", "micro", "loop", "stages", "issue", "latency", "profile", "calls", "floor", "units", "units_decode",
-          "pairs", "chain", "fa3", "decode", "numerics", "prefill", "blind", "blind2", "blind3")
+          "pairs", "chain", "fa3", "decode", "numerics", "prefill", "blind", "blind2", "blind3",
+          "blind4")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                          "configs and head dims, and 2- and 8-query decode; SDPA in fp16 and bf16, Triton in fp16 and "
                          "fp8), 'blind2' (a second such grid, rows.BLIND2: other lengths, batches 1-24, GQA 8:1 and "
                          "4:1, head dim 256 at two shapes, 1- and 4-query decode), 'blind3' (a third, rows.BLIND3: "
-                         "batches 3-40, GQA 7:1, 6:1 and 3:1, 1- and 3-query decode) and "
+                         "batches 3-40, GQA 7:1, 6:1 and 3:1, 1- and 3-query decode), 'blind4' (a fourth, rows.BLIND4: batches 2-16, "
+                         "GQA 16:1 and 7:1, 1- and 2-query decode) and "
                          "'profile' (the CUDA kernels of a few SDPA calls, profile.csv) and 'calls' (every SDPA "
                          "backend's decode call of the decode grid, each kernel's start and duration as a timed call "
                          "runs it, calls.csv)")
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         if "decode" in phases:
             grid = A.decode_grid()[:6] if a.quick else A.decode_grid()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16",), reserve_s=150)
-        for phase, grid in (("blind", A.BLIND1), ("blind2", BLIND2), ("blind3", BLIND3)):
+        for phase, grid in (("blind", A.BLIND1), ("blind2", BLIND2), ("blind3", BLIND3), ("blind4", BLIND4)):
             if phase in phases:
                 cases = A.blind_grid(grid, phase)
                 runner.run_all(cases[:8] if a.quick else cases, sdpa_dtypes=("fp16", "bf16"),
