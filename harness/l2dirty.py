@@ -87,11 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         del x
     path = os.path.join(a.out, "l2dirty.csv")
     write_rows(path, rows, COLUMNS)
-    write_sidecar(path, {"table": "l2dirty.csv", "finished": True, "rows": len(rows), **provenance(
-        ["python3", "-m", "harness.l2dirty", *sys.argv[1:]],
+    prov = provenance(
+        ["", *sys.argv[1:]],
         {"method": "CUDA events around each read, 3 warm-ups then 30 reps, each after its prelude and a ~60 us sleep",
          "statistic": "median; spread_pct = (p80 - p20) / median * 100"},
-        {"l2_bytes": timer.l2, "flush_bytes": timer.buf.numel() * 4, "programs": 4 * sms})})
+        {"l2_bytes": timer.l2, "flush_bytes": timer.buf.numel() * 4, "programs": 4 * sms})
+    prov["command"] = " ".join(["python3", "-m", "harness.l2dirty", *sys.argv[1:]])
+    write_sidecar(path, {"table": "l2dirty.csv", "finished": True, "rows": len(rows), **prov})
     return 0
 
 

@@ -219,7 +219,7 @@ def test_the_blind_study_runs_every_blind_campaigns_rows_on_both_tiers(tmp_path)
     first = study.blind_rows(1)
     assert {r.table.split("/")[0] for r in first} == {"blind_h100_2026_11", "blind_h200_2026_11",
                                                       "blind_flex_h100_2026_11", "blind_grid2_h200_2026_11",
-                                                      "blind_grid3_h200_2026_11"}
+                                                      "blind_grid3_h200_2026_11", "blind_grid4_h200_2026_11"}
     out = study.main(["--max-rows", "1", "--out", str(tmp_path)])
     lines = [r for r in out if r["kernel"] not in ("all", "")]
     assert sum(r["rows"] for r in lines) == len(first) == out[-1]["rows"]  # every row once, and in the total
@@ -293,3 +293,31 @@ def test_prepass_issue_rates_are_the_counted_launches_less_the_first_program_and
         assert r["issue_bound"] > r["whole_duration"]  # the first program and the burst are not issue-bound time
         if r["dtype"] != "bf16":
             assert r["rule"] == pytest.approx(r["issue_bound"], abs=1e-3 if r["case"] != "5" else 0.015)
+
+
+def test_l2dirty_derives_the_h200s_dirty_lines_from_its_two_runs(tmp_path):
+    study = _script("real_chips", "l2dirty")
+    rows, fig = study.derive(study.TABLE)
+    from vfasim.hw import load_hw
+
+    l2 = load_hw("H200").chip.l2
+    assert (fig["dirty_bytes"], round(fig["dirty_writeback_per_byte"], 3)) == (l2.dirty_bytes, l2.dirty_writeback_per_byte)
+    assert 4300 < fig["bandwidth_gb_per_s"] < 4700  # the clean stream's slope: the HBM's read rate
+    for r in rows:  # an idle L2 keeps its dirty lines: after 10 ms the penalty is the same
+        if r["read_mib"] >= 16:
+            assert abs(r["dirty_idle_us"] - r["dirty_us"]) < 0.05 * r["dirty_us"]
+    _, second = study.derive(study.TABLE.with_name("l2dirty_run2.csv"))
+    assert abs(second["dirty_bytes"] / fig["dirty_bytes"] - 1) < 0.1
+    assert abs(second["dirty_writeback_per_byte"] / fig["dirty_writeback_per_byte"] - 1) < 0.15
+    assert study.main(["--out", str(tmp_path)])["dirty_bytes"] == fig["dirty_bytes"]
+
+
+def test_calls_sets_each_kernel_of_a_decode_call_beside_the_models_launches(tmp_path):
+    study = _script("real_chips", "calls")
+    rows = study.compare(study.TABLE, max_calls=12)
+    assert len(rows) == 12
+    for r in rows:
+        assert r["attention_us"] > 0 and r["model_attention_us"] > 0 and r["model_launches_us"] > 0
+        assert (r["combine_us"] > 0) == (r["model_combine_us"] > 0)  # the model splits where the GPU did
+    lines = study.summary(rows)
+    assert sum(line["calls"] for line in lines) == sum(not r["host_held"] for r in rows)

@@ -577,3 +577,17 @@ def test_the_grid_target_rule_reproduces_cudnns_measured_decode_grids():
     bad = rule.model_dump() | {"rule": "grid_target", "target_ctas": 0}
     with pytest.raises(ValueError, match="target_ctas"):
         GridSplit(**bad)
+
+
+def test_cudnns_decode_runs_the_grid_nsight_compute_measured_at_every_one_query_shape():
+    # validation/ncu_cudnn_decode_h200_2026_11/ncu.csv: the decode kernel's grid (splits x row tiles) per shape
+    path = Path(__file__).resolve().parents[1] / "validation" / "ncu_cudnn_decode_h200_2026_11" / "ncu.csv"
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["launch"] == "profiled"]
+    assert len(rows) == 66
+    for r in rows:
+        res = vfasim.run("H200", "fa2", kernel="cudnn", seq_len=int(r["seq_len"]), head_dim=int(r["head_dim"]),
+                         heads=int(r["heads"]), kv_heads=int(r["kv_heads"]), batch=int(r["batch"]), decode=True,
+                         queries=1, numerics_heads=0)
+        assert (res.chip["splits"], res.chip["units"]) == (int(r["launch__grid_dim_x"]), int(r["launch__grid_size"]))
+        assert res.chip["streams_per_core"] == (4 if r["head_dim"] == "64" else 2)  # the occupancy limits
