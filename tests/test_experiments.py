@@ -278,8 +278,11 @@ def test_prepass_compares_the_key_summary_launch_with_the_measured_calls(tmp_pat
     # up to one program a core: one program's time and the other programs' blocks from the HBM behind its own
     hw = study.load_hw(study.CHIPS[study.CHIP])
     per_program = 64 * 64 * 2 / (hw.chip.hbm.bandwidth_gb_per_s * 1e3)  # us
+    l2 = hw.chip.l2  # beside them, the dirty L2 lines their reads evict (l2.dirty_bytes): at most their write-back
     for r in rows[1:]:
-        assert r["model_us"] - one["model_us"] == pytest.approx((r["programs"] - 1) * per_program, abs=1e-3)
+        burst = (r["programs"] - 1) * per_program
+        written = l2.dirty_writeback_per_byte * r["programs"] * 64 * 64 * 2 / (hw.chip.hbm.bandwidth_gb_per_s * 1e3)
+        assert burst - 1e-3 <= r["model_us"] - one["model_us"] <= burst + written + 1e-3
     assert study.main(["--max-rows", "2", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "prepass.md").read_text().startswith("| head_dim | dtype | block_k | programs |")
 

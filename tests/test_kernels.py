@@ -365,11 +365,12 @@ def test_a_scale_with_no_measured_cycles_to_scale_is_refused():
 
 def test_a_kernels_side_launches_each_cost_a_launch_where_they_apply():
     # flex launches two set-up kernels without a block mask and two reductions in decode: each costs the chip's
-    # launch_overhead_us; a causal call launches none beside the attention kernel; a bad 'when' is refused
+    # next_launch_us (a further kernel of the call); a causal call launches none beside the attention kernel; a bad
+    # 'when' is refused
     flex = load_kernel("flex")
     assert [flex.side_launch_count(c, d) for c, d in ((True, False), (False, False), (False, True))] == [0, 2, 4]
     h100 = load_hw("H100-SXM")
-    launch = h100.chip.launch_overhead_us * h100.clock_ghz * 1e3
+    launch = h100.chip.next_launch_us * h100.clock_ghz * 1e3
     kw = dict(seq_len=1024, head_dim=128, heads=8, numerics_heads=0)
     none = flex.model_copy(update={"side_launches": []})
     for causal, extra in ((True, 0), (False, 2)):
@@ -386,7 +387,7 @@ def test_a_side_launch_of_the_main_kernel_runs_where_the_split_path_does_not():
     cudnn = load_kernel("cudnn")
     assert [cudnn.side_launch_count(c, d) for c, d in ((True, False), (False, False), (False, True))] == [1, 1, 0]
     h100 = load_hw("H100-SXM")
-    launch = h100.chip.launch_overhead_us * h100.clock_ghz * 1e3
+    launch = h100.chip.next_launch_us * h100.clock_ghz * 1e3  # a further kernel of the call
     none = cudnn.model_copy(update={"side_launches": []})
     for queries, extra in ((1, 0), (4, 1)):
         kw = dict(seq_len=8192, head_dim=128, heads=32, kv_heads=8, decode=True, queries=queries, causal=False,

@@ -26,8 +26,10 @@ Chip-level figures:
   bounds the chip (the per-unit bounds then say what held each unit).
 - FLOPs = 4 · head_dim · visible query-key pairs · heads · batch (causal pairs
   counted exactly), the convention of published attention throughput.
-- Each launch adds the chip's ``launch_overhead_us`` (a microbenchmark figure) to the latency: the attention kernel's,
-  a split's combine and the kernels a call launches beside them (``Kernel.side_launches``).
+- Each launch adds to the latency what a microbenchmark measures: the call's first its chip's ``launch_overhead_us``
+  (one empty kernel between two events), each further one (a split's combine, the kernels a call launches beside
+  them, ``Kernel.side_launches``, the attention kernel after VFA's pre-pass) ``next_launch_us`` (an empty kernel
+  queued behind another).
 - A kernel whose key loop is not software-pipelined (``Kernel.loop_pipelined`` false, or its tile's
   ``TileRule.loop_pipelined``), or not when it carries a block test (``Kernel.skip_loop_pipelined`` false; a trace
   with skip tests), has its units timed in program order per stream (``in_order_core``): each K/V load waits out a
@@ -234,7 +236,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     combine = _combine(plan, geo, shape, main_end + writeback, kernel, samples)
     launches = (1 if combine is None else 2) + kernel.side_launch_count(geo.causal, geo.decode and not geo.main_path)
     end = (combine.end.max() if combine is not None else main_end + writeback) \
-        + launches * chip.launch_overhead_us * hw.clock_ghz * 1e3 + first
+        + chip.launches_us(launches, first_priced=prepass) * hw.clock_ghz * 1e3 + first
     origin: OverheadFrom = "tuning" if tuning.unit_overhead_cycles is not None else "none" if not rule.cta_cycles \
         else "measured" if tuning.cta_cycles_scale is None else "scaled"
     return replace(_totals(plan, launch, busy, times, combine, int(np.ceil(end - 1e-9)), geo.flops, written),
@@ -472,7 +474,8 @@ def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float, kernel: Ke
     """The split-KV combine launch: each CTA merges ``combine_rows`` query rows, reading the log-sum-exps of every
     split (one memory round trip), then each split's fp32 partial O in turn (one dependent round trip per split,
     as the source's loop over splits loads then accumulates: ``combine_reads: per_split``), and writes O; with
-    ``parallel`` reads, the log-sum-exps and every partial in one round trip. Partials were just written: L2."""
+    ``parallel`` reads, the log-sum-exps and every partial in one round trip. Partials were just written: L2. Each
+    CTA also pays the kernel's measured ``combine_cycles``."""
     hw, splits, memory = plan.core, plan.splits, plan.chip.l2 or plan.chip.hbm
     if splits == 1 or memory is None:
         return None
@@ -481,7 +484,9 @@ def _combine(plan: _Plan, geo: Geometry, shape: TileShape, t0: float, kernel: Ke
     step = np.ceil(2 * rows * shape.head_dim / vec.throughput[hw.precision.vector])
     lat = memory.latency_cycles
     chain = kernel.decode is None or kernel.decode.combine_reads == "per_split"
-    cycles = vec.startup_cycles + vec.issue_overhead_cycles + splits * step + (1 + splits if chain else 1) * lat
+    fixed = kernel.decode.combine_cycles or 0 if kernel.decode is not None else 0
+    cycles = vec.startup_cycles + vec.issue_overhead_cycles + splits * step + (1 + splits if chain else 1) * lat \
+        + fixed
     partial = splits * rows * (shape.head_dim + 1) * 4.0
     out = rows * shape.head_dim * (4 if hw.precision.vector == "float32" else 2)
     valid = geo.rows or geo.n_qblocks * shape.block_q

@@ -145,7 +145,11 @@ class ChipSpec(_Strict):
         "wgmma); a kernel with no kernel_tuning entry runs at its path's figure (absent: 1.0)")
     launch_overhead_us: float = Field(
         default=0.0, strict=True, ge=0, le=1e3, allow_inf_nan=False, description="Fixed time each kernel launch adds, as a "
-        "back-to-back empty-kernel microbenchmark measures it (launch, first-block start, drain)")
+        "back-to-back empty-kernel microbenchmark measures it (launch, first-block start, drain): a call's first")
+    next_launch_us: float | None = Field(
+        default=None, strict=True, ge=0, le=1e3, allow_inf_nan=False, description="What each further kernel of a call "
+        "adds beside its own work (an empty kernel queued behind the call's first), measured; absent: "
+        "launch_overhead_us")
     kernel_tuning: dict[str, KernelTuning] = Field(
         default_factory=dict, description="Kernel style name -> its tuning on this chip (absent: peak, no overhead)")
 
@@ -154,6 +158,12 @@ class ChipSpec(_Strict):
         if self.l2 is not None and self.hbm is None:
             raise ValueError("l2 needs hbm behind it (give hbm, or neither)")
         return self
+
+    def launches_us(self, launches: int, first_priced: bool = False) -> float:
+        """What ``launches`` kernels of one call add beside their work: the first its launch_overhead_us (unless
+        ``first_priced``: a launch before them paid it), each further one next_launch_us."""
+        further = self.launch_overhead_us if self.next_launch_us is None else self.next_launch_us
+        return (further if first_priced else self.launch_overhead_us) + max(0, launches - 1) * further
 
     @property
     def has_memory(self) -> bool:

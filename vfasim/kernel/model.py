@@ -241,7 +241,7 @@ class CombineRows(_Strict):
 
 class SideLaunch(_Strict):
     """Kernels one call launches beside the attention kernel (and a split's combine): set-up or reduction kernels of
-    the source's own, each costing the chip's ``launch_overhead_us``."""
+    the source's own, each costing the chip's ``next_launch_us`` (a further kernel of the call)."""
 
     when: Literal["always", "unmasked", "decode", "main"] = Field(
         description="always; unmasked: calls without a causal mask; decode: decode steps the split-KV path runs; "
@@ -275,6 +275,9 @@ class DecodeRule(_Strict):
         default="per_split", description="per_split: a combine CTA reads the splits' log-sum-exps in one round trip, "
                                          "then their partials one dependent round trip each (FA2's loop over splits); "
                                          "parallel: all at once, one round trip")
+    combine_cycles: int | None = Field(
+        strict=True, default=None, ge=0, le=10**7, description="Cycles each combine CTA spends beyond the round trips "
+        "and arithmetic the model prices, measured; absent: none")
     combine_rows: list[CombineRows] = Field(
         default_factory=lambda: [CombineRows(rows=4, source="assumed, because the description gives none: "
                                                           "FA2's combine figure at head dim 128")],
