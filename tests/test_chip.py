@@ -790,3 +790,19 @@ def test_the_l2s_dirty_lines_cost_a_memory_bound_launch_their_write_back(tmp_pat
     assert dirty.latency_cycles - plain.latency_cycles == pytest.approx(dirty.chip["writeback_us"] * 1830, abs=2)
     with pytest.raises(ValueError, match="go together"):
         L2Spec(bandwidth_gb_per_s=1.0, latency_cycles=1, capacity_bytes=1, dirty_bytes=1)
+
+
+def test_the_attention_kernel_called_alone_pays_a_first_launch_and_every_dirty_line():
+    # VFA with its pre-pass: the attention kernel runs second (a further launch, the pre-pass took some dirty lines);
+    # timed alone, as the campaigns time VFA's kernel, it is a call's first launch and meets the whole dirty L2
+    shape = dict(seq_len=2048, heads=32, kv_heads=8, batch=2, causal=False, numerics_heads=0)
+    vfa = vfasim.run("H200", "vfa", kernel="triton", **shape)
+    fa2 = vfasim.run("H200", "fa2", kernel="triton", **shape)
+    hw = load_hw("H200")
+    after = vfa.latency_cycles - vfa.chip["prepass_cycles"]
+    launch_gap = (hw.chip.launch_overhead_us - hw.chip.next_launch_us) * hw.clock_ghz * 1e3
+    assert vfa.chip["prepass_cycles"] > 0 and fa2.chip["prepass_cycles"] == 0
+    assert after + launch_gap - 2 <= vfa.chip["attention_call_cycles"]  # at least the first launch's overhead
+    assert vfa.chip["attention_call_cycles"] <= after + launch_gap + hw.chip.l2.dirty_bytes / hw.chip.bytes_per_cycle(
+        hw.chip.hbm, hw.clock_ghz) + 2  # and at most every dirty line's write-back more
+    assert fa2.chip["attention_call_cycles"] == fa2.latency_cycles  # no pre-pass: the call itself

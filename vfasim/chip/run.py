@@ -126,6 +126,7 @@ class ChipResult:
     l2_port_bytes: float
     prepass_cycles: int = 0  # the key-summary launch before the main one (VFA with a prepass kernel)
     writeback_cycles: float = 0.0  # the main launch's wait for the dirty L2 lines its first reads evict
+    alone_cycles: int = 0  # the launches after the pre-pass as a call of their own (the latency where none)
     unit_timing: UnitTiming | None = None  # how a unit's ops were timed on its core (``core_ops`` repeats it)
     unit_overhead_cycles: int = 0  # the fixed cycles each unit paid beyond its ops
     # the chip's kernel_tuning (fitted or sourced), the tile's measured cycles times the chip's fitted scale, or as is
@@ -237,10 +238,15 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     launches = (1 if combine is None else 2) + kernel.side_launch_count(geo.causal, geo.decode and not geo.main_path)
     end = (combine.end.max() if combine is not None else main_end + writeback) \
         + chip.launches_us(launches, first_priced=prepass) * hw.clock_ghz * 1e3 + first
+    # the launches after the pre-pass called on their own: the first launch's overhead, every dirty line theirs
+    alone = end - first + (_writeback(plan, float(times.hbm_bytes.sum()), main_end, 0.0)[0] - writeback
+                           + (chip.launches_us(launches) - chip.launches_us(launches, True)) * hw.clock_ghz * 1e3
+                           if prepass else 0.0)
     origin: OverheadFrom = "tuning" if tuning.unit_overhead_cycles is not None else "none" if not rule.cta_cycles \
         else "measured" if tuning.cta_cycles_scale is None else "scaled"
     return replace(_totals(plan, launch, busy, times, combine, int(np.ceil(end - 1e-9)), geo.flops, written),
-                   prepass_cycles=first, writeback_cycles=writeback, unit_timing=timing,
+                   prepass_cycles=first, writeback_cycles=writeback, alone_cycles=int(np.ceil(alone - 1e-9)),
+                   unit_timing=timing,
                    unit_overhead_cycles=plan.overhead, unit_overhead_from=origin)
 
 

@@ -422,6 +422,7 @@ def chip_summary(res: ChipResult, config: HardwareConfig, kernel: str, dispatch:
         "achieved_l2_tbps": res.l2_port_bytes / seconds / 1e12 if seconds else 0.0,
         "bound": res.bound,
         "prepass_cycles": res.prepass_cycles, "prepass_us": res.prepass_cycles / (config.clock_ghz * 1e3),
+        "attention_call_cycles": res.alone_cycles, "attention_call_us": res.alone_cycles / (config.clock_ghz * 1e3),
         "launch_us": launch_us(res, config.clock_ghz),
         "writeback_us": res.writeback_cycles / (config.clock_ghz * 1e3),
         "unit_overhead_cycles": res.unit_overhead_cycles, "unit_overhead_from": res.unit_overhead_from,

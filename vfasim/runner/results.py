@@ -148,6 +148,9 @@ class ChipFigures(TypedDict, total=False):
     bound: str
     prepass_cycles: int
     prepass_us: float
+    attention_call_cycles: int  # the launches after the pre-pass as a call of their own: the attention kernel timed
+    # alone, as a campaign times it (its launch a call's first, every dirty L2 line its own); the latency without one
+    attention_call_us: float
     launch_us: dict[str, float]  # the latency by launch: the attention kernel's CTAs (first start to last end),
     # the split's combine kernel, the key-summary pre-pass (its own launch included) and the launch overheads the
     # model charges for the others

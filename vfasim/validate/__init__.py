@@ -215,6 +215,7 @@ class Launch:
 
     latency_cycles: int
     prepass_cycles: int
+    alone_cycles: int  # the launches after the pre-pass called on their own (``ChipResult.alone_cycles``)
     clock_ghz: float
     bound: str
     utilization: dict[str, float]
@@ -257,7 +258,8 @@ def launch(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None
     def made() -> Launch:
         res = run(hw, algo, kernel=k, numerics_heads=0, **inputs)
         chip = res.chip
-        return Launch(res.latency_cycles, int(chip["prepass_cycles"]), hw.clock_ghz, str(chip["bound"]),
+        return Launch(res.latency_cycles, int(chip["prepass_cycles"]), int(chip["attention_call_cycles"]), hw.clock_ghz,
+                      str(chip["bound"]),
                       {name: float(v) for name, v in chip["utilization"].items()}, int(chip["waves"]), k.name)
 
     return cached(key, lambda: made() if store is None else _stored(store, key, made))
@@ -287,7 +289,7 @@ def predict(row: Row, config: HardwareConfig | None = None, kernel: Kernel | Non
     """The model's figure for one row, from its run (``launch``; ``store``: the run store it reads and keeps runs in)."""
     res = launch(row, config, kernel, store)
     part = ROW_RUNS.get(row.kernel, ("fa2", "all"))[1]
-    cycles = {"all": res.latency_cycles, "main": res.latency_cycles - res.prepass_cycles,
+    cycles = {"all": res.latency_cycles, "main": res.alone_cycles,
               "prepass": res.prepass_cycles}[part]
     seconds = cycles / (res.clock_ghz * 1e9)
     value = row.flops / seconds / 1e12 if row.metric == "tflops" else seconds * 1e6
