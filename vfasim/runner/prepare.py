@@ -28,8 +28,9 @@ from vfasim.functional import checks, sampling
 from vfasim.functional.results import RowDiagnostics
 from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
-from vfasim.functional.trace_only import data_independent, trace_only
+from vfasim.functional.trace_only import data_independent, trace_repeated
 from vfasim.hw import HardwareConfig
+from vfasim.repeats import Repeated
 from vfasim.runner.inputs import BASE_BYTES, BYTES_PER_QKV_ELEMENT, check_blocks, check_memory
 from vfasim.runner.options import Options, topk_for
 from vfasim.runner.spec import RunInputs
@@ -56,6 +57,7 @@ class Prepared(NamedTuple):
     trace: Trace
     references: Callable[[], tuple[np.ndarray, np.ndarray]] | None  # float64 oracle and fa2 outputs (waits)
     blocks: np.ndarray | None = None  # query blocks the references cover (sampled numerics); None: all
+    repeated: Repeated | None = None  # timing only: the trace as emitted, its long rows' repeated tiles left out
 
 
 def prepare(config: HardwareConfig, inputs: RunInputs, *, references: bool = False,
@@ -195,8 +197,9 @@ def _timing_only(config: HardwareConfig, i: RunInputs, policy: Policy, block_q: 
     precision = engine_precision(config)
     keep_freed_memory()
     small_pages()
-    trace = trace_only(tiling, policy, precision, decode=i.decode, o_in_place=config.o_in_place)
-    return Prepared(config, policy, i.options, i.workload, None, tiling, precision, None, trace, None)
+    rep = trace_repeated(tiling, policy, precision, decode=i.decode, o_in_place=config.o_in_place)
+    return Prepared(config, policy, i.options, i.workload, None, tiling, precision, None, rep.with_copies(), None,
+                    repeated=rep)
 
 
 def _unmade_tiling(name: str, seq_len: int, head_dim: int, block_q: int, block_k: int, causal: bool, heads: int,
