@@ -47,6 +47,8 @@ def test_most_tiles_of_long_rows_are_left_out_and_put_back(algo, causal):
     full = found_repeats.with_copies()
     assert len(full) > 2 * len(built)
     assert full.digest() == trace_only(tiling, algo).digest()
+    assert found_repeats.digest() == full.digest() and len(found_repeats) == len(full)  # hashed a piece at a time
+    assert found_repeats.with_copies() is found_repeats.whole  # written once
 
 
 def test_a_gap_that_is_not_a_repeat_is_refused_and_the_full_trace_emitted(monkeypatch):

@@ -19,13 +19,15 @@ copies than its own: a shorter trace of the same shape, which the timing model t
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 
 from vfasim.errors import VfasimError
-from vfasim.trace import COLUMNS, Trace
+from vfasim.trace import COLUMNS, Trace, digest_of
 
 _SAME = ("kind", "dtype", "work", "stage", "take_buffer", "free_buffer", "row")  # equal in every copy
 _MOVED = ("step", "kblock")  # one more in each copy
@@ -51,14 +53,36 @@ class Repeated:
 
     def with_copies(self, copies: list[int] | None = None) -> Trace:
         """The trace with ``copies`` (per gap; None: each gap's own) filling the gaps: the full trace or a shorter."""
-        copies = [g.copies for g in self.gaps] if copies is None else copies
+        if copies is None:
+            return self.whole
+        full = self._full(copies)
+        if full is None:
+            return self.compressed
+        return Trace(**cast(dict[str, Any], {name: full.joined(name) for name in COLUMNS}),
+                     dep_ptr=full.joined("dep_ptr"), dep_idx=full.joined("dep_idx"), meta=self.compressed.meta)
+
+    @functools.cached_property
+    def whole(self) -> Trace:
+        """The full trace, written once."""
+        return self.with_copies([g.copies for g in self.gaps])
+
+    def digest(self) -> str:
+        """The full trace's digest (``Trace.digest``), its columns hashed a piece at a time: never written whole."""
+        full = self._full([g.copies for g in self.gaps])
+        if full is None:
+            return self.compressed.digest()
+        return digest_of(full.pieces(name) for name in (*COLUMNS, "dep_ptr", "dep_idx"))
+
+    def __len__(self) -> int:
+        """The full trace's ops."""
+        return len(self.compressed) + sum(g.copies * (g.after - g.first) for g in self.gaps)
+
+    def _full(self, copies: list[int]) -> _Full | None:
+        """The pieces of the trace with ``copies`` in each gap; None where no gap has any."""
         kept = [(Gap(g.first, g.after, c), m) for g, m, c in zip(self.gaps, self.moves, copies) if c > 0]
         if not kept:
-            return self.compressed
-        size = len(self.compressed) + sum(g.copies * (g.after - g.first) for g, _ in kept)
-        if size >= 2**31:
-            raise VfasimError("trace too large: op ids must fit in 32 bits")
-        return _filled(self.compressed, [g for g, _ in kept], [m for _, m in kept], size)
+            return None
+        return _Full(self.compressed, [g for g, _ in kept], [m for _, m in kept])
 
 
 def gaps(trace: Trace, template: np.ndarray, copies: np.ndarray) -> list[Gap]:
@@ -122,58 +146,65 @@ def _only_next_reads(t: Trace, gaps: list[Gap]) -> bool:
     return bool(np.all((owner >= first) & (owner < next_end)))
 
 
-def _filled(t: Trace, gaps: list[Gap], moved: list[np.ndarray], size: int) -> Trace:
-    """The full columns: the compressed trace's ops between gaps, and each gap's copies of its template."""
-    ptr, n_c = t.dep_ptr, len(t)
-    inserted = np.zeros(n_c + 1, np.int64)
-    for g in gaps:  # ops from the tile after a gap on move by its copies
-        inserted[g.after] += g.copies * (g.after - g.first)
-    shift = np.cumsum(inserted)[:n_c]
-    target = t.dep_idx + shift[t.dep_idx]
-    for g in gaps:  # the tile after the gap reads the last copy, not the template
-        deps = slice(ptr[g.after], ptr[2 * g.after - g.first])
-        reads = (t.dep_idx[deps] >= g.first) & (t.dep_idx[deps] < g.after)
-        target[deps] += np.where(reads, g.copies * (g.after - g.first), 0)
-    n_deps = t.dep_idx.size + sum(g.copies * int(ptr[g.after] - ptr[g.first]) for g in gaps)
-    out = {name: np.empty(size, getattr(t, name).dtype) for name in COLUMNS}
-    dep_ptr, dep_idx = np.empty(size + 1, np.int64), np.empty(n_deps, np.int32)
-    at = _At()
-    for g, moves in zip(gaps, moved):
-        _copy(t, out, dep_ptr, dep_idx, target, at, at.src, g.after)
-        _repeat(t, out, dep_ptr, dep_idx, target, at, g, moves)
-    _copy(t, out, dep_ptr, dep_idx, target, at, at.src, n_c)
-    dep_ptr[size] = n_deps
-    return Trace(**cast(dict[str, Any], out), dep_ptr=dep_ptr, dep_idx=dep_idx, meta=t.meta)
+class _Full:
+    """A full trace's columns a piece at a time: the compressed trace's ops between gaps, and each gap's copies of its
+    template (step and key block one on a copy, the dependencies that move a tile on a copy)."""
 
+    def __init__(self, t: Trace, gaps: list[Gap], moves: list[np.ndarray]) -> None:
+        self.t, self.gaps, self.moves = t, gaps, moves
+        ptr = t.dep_ptr
+        inserted = np.zeros(len(t) + 1, np.int64)
+        for g in gaps:  # ops from the tile after a gap on move by its copies
+            inserted[g.after] += g.copies * (g.after - g.first)
+        self.target = t.dep_idx + np.cumsum(inserted)[:len(t)][t.dep_idx]  # each dependency's id in the full trace
+        for g in gaps:  # the tile after the gap reads the last copy, not the template
+            deps = slice(ptr[g.after], ptr[2 * g.after - g.first])
+            reads = (t.dep_idx[deps] >= g.first) & (t.dep_idx[deps] < g.after)
+            self.target[deps] += np.where(reads, g.copies * (g.after - g.first), 0)
+        self.size = len(t) + int(inserted.sum())
+        if self.size >= 2**31:
+            raise VfasimError("trace too large: op ids must fit in 32 bits")
+        self.n_deps = t.dep_idx.size + sum(g.copies * int(ptr[g.after] - ptr[g.first]) for g in gaps)
+        self.copy = [np.arange(1, g.copies + 1)[:, None] for g in gaps]  # each copy's number, a row each
 
-class _At:
-    """Where the writing stands: the next compressed op to copy, the next op and dependency written."""
+    def joined(self, name: str) -> np.ndarray:
+        """Column ``name`` (a ``Trace`` field) whole."""
+        dtype = np.int64 if name == "dep_ptr" else np.int32 if name == "dep_idx" else getattr(self.t, name).dtype
+        out = np.empty(self.n_deps if name == "dep_idx" else self.size + (name == "dep_ptr"), dtype)
+        done = 0
+        for piece in self.pieces(name):
+            out[done:done + piece.size] = piece
+            done += piece.size
+        return out
 
-    def __init__(self) -> None:
-        self.src, self.op, self.dep = 0, 0, 0
+    def pieces(self, name: str) -> Iterator[np.ndarray]:
+        """Column ``name`` (a ``Trace`` field), in its own dtype, a piece at a time."""
+        if name == "dep_ptr":
+            yield from self._dep_ptr()
+            return
+        deps = name == "dep_idx"
+        col = self.target if deps else getattr(self.t, name)
+        dtype, ptr, done = (np.int32 if deps else col.dtype), self.t.dep_ptr, 0
+        for g, copy, moves in zip(self.gaps, self.copy, self.moves):
+            lo, first, stop = (int(ptr[i]) for i in (done, g.first, g.after)) if deps else (done, g.first, g.after)
+            yield col[lo:stop].astype(dtype, copy=False)
+            if deps:
+                yield (col[first:stop] + copy * np.where(moves, g.after - g.first, 0)).astype(dtype).ravel()
+            elif name in _MOVED:
+                yield (col[first:stop] + copy).astype(dtype).ravel()
+            else:
+                yield np.tile(col[first:stop], g.copies)
+            done = g.after
+        yield col[int(ptr[done]) if deps else done:].astype(dtype, copy=False)
 
-
-def _copy(t: Trace, out: dict[str, np.ndarray], dep_ptr: np.ndarray, dep_idx: np.ndarray, target: np.ndarray,
-          at: _At, lo: int, hi: int) -> None:
-    """Compressed ops [lo, hi) as they are, their dependencies moved to the full ids."""
-    n, d_lo, d_hi = hi - lo, int(t.dep_ptr[lo]), int(t.dep_ptr[hi])
-    for name in COLUMNS:
-        out[name][at.op:at.op + n] = getattr(t, name)[lo:hi]
-    dep_ptr[at.op:at.op + n] = t.dep_ptr[lo:hi] - d_lo + at.dep
-    dep_idx[at.dep:at.dep + d_hi - d_lo] = target[d_lo:d_hi]
-    at.src, at.op, at.dep = hi, at.op + n, at.dep + d_hi - d_lo
-
-
-def _repeat(t: Trace, out: dict[str, np.ndarray], dep_ptr: np.ndarray, dep_idx: np.ndarray, target: np.ndarray,
-            at: _At, g: Gap, moves: np.ndarray) -> None:
-    """The gap's copies of its template, each a tile on."""
-    n, d_lo, d_hi = g.after - g.first, int(t.dep_ptr[g.first]), int(t.dep_ptr[g.after])
-    nd, copy = d_hi - d_lo, np.arange(1, g.copies + 1)[:, None]
-    ops, deps = slice(at.op, at.op + g.copies * n), slice(at.dep, at.dep + g.copies * nd)
-    for name in _SAME:
-        out[name][ops].reshape(g.copies, n)[:] = getattr(t, name)[g.first:g.after]
-    for name in _MOVED:
-        out[name][ops].reshape(g.copies, n)[:] = getattr(t, name)[g.first:g.after] + copy
-    dep_ptr[ops].reshape(g.copies, n)[:] = t.dep_ptr[g.first:g.after] - d_lo + at.dep + (copy - 1) * nd
-    dep_idx[deps].reshape(g.copies, nd)[:] = target[d_lo:d_hi] + copy * np.where(moves, n, 0)
-    at.op, at.dep = at.op + g.copies * n, at.dep + g.copies * nd
+    def _dep_ptr(self) -> Iterator[np.ndarray]:
+        """The ``dep_ptr`` column a piece at a time."""
+        ptr, done, deps = self.t.dep_ptr, 0, 0  # deps: those written so far
+        for g in self.gaps:
+            yield ptr[done:g.after] - ptr[done] + deps
+            deps += int(ptr[g.after] - ptr[done])
+            nd = int(ptr[g.after] - ptr[g.first])
+            yield (ptr[g.first:g.after] - ptr[g.first] + deps + nd * np.arange(g.copies)[:, None]).ravel()
+            deps += g.copies * nd
+            done = g.after
+        yield ptr[done:] - ptr[done] + deps  # with the last entry: every dependency

@@ -21,6 +21,7 @@ from vfasim.kernel import Kernel
 from vfasim.runner.options import Options, topk_for
 from vfasim.runner.plan import DEFAULT_KERNEL, Plan, plan
 from vfasim.runner.prepare import DEFAULT_BLOCK, Prepared, checked_numerics, digest, engine_precision, prepare
+from vfasim.repeats import Repeated
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import simulate, timing_stats
 from vfasim.sim.critical import CriticalPath, critical_path
@@ -212,9 +213,10 @@ def _timed(prepared: Prepared, config: HardwareConfig, inputs: RunInputs) -> Run
     trace_out, window = inputs.trace_out, inputs.trace_window
     if trace_out is not None:
         assert timeline is not None, "a run that writes its trace is simulated whole"
-        events = algorithm_events(trace, timeline, None if result is None else result.above_max)
-        events += row_failure_events(trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
-        write_chrome_trace(trace_out, chrome_trace(trace, timeline, events, config.clock_ghz, crit.ops, window))
+        whole = prepared.whole_trace()
+        events = algorithm_events(whole, timeline, None if result is None else result.above_max)
+        events += row_failure_events(whole, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
+        write_chrome_trace(trace_out, chrome_trace(whole, timeline, events, config.clock_ghz, crit.ops, window))
     manifest: Manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
                           "workload_digest": prepared.workload_digest, "trace_digest": trace.digest(),
                           "trace_ops": len(trace), "output_digest": None if result is None else digest(result.out),
@@ -238,12 +240,13 @@ def _timing(prepared: Prepared, config: HardwareConfig, schedule: str,
     """The trace's timeline (None where it is not made), statistics and critical path: from short versions of the
     trace where its rows repeat tiles (``sim.repeated``) and ``spans`` (every op's) are not asked for, else from the
     whole trace simulated."""
-    fast = None if prepared.repeated is None or spans else timing_repeated(prepared.repeated, config, schedule)
+    held = prepared.trace
+    fast = timing_repeated(held, config, schedule) if isinstance(held, Repeated) and not spans else None
     if fast is not None:
         return None, *fast
-    timeline = simulate(prepared.trace, config, schedule)
-    return (timeline, timing_stats(prepared.trace, timeline, config),
-            critical_path(prepared.trace, timeline, config, schedule))
+    trace = prepared.whole_trace()
+    timeline = simulate(trace, config, schedule)
+    return timeline, timing_stats(trace, timeline, config), critical_path(trace, timeline, config, schedule)
 
 
 def role_of(stream: str, config: HardwareConfig) -> str:

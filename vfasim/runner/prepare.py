@@ -54,10 +54,13 @@ class Prepared(NamedTuple):
     tiling: Tiling
     precision: Precision
     result: EngineResult | None  # None: timing only (numerics off on a data-independent trace)
-    trace: Trace
+    trace: Trace | Repeated  # timing only: as emitted, its long rows' repeated tiles left out (``whole_trace``)
     references: Callable[[], tuple[np.ndarray, np.ndarray]] | None  # float64 oracle and fa2 outputs (waits)
     blocks: np.ndarray | None = None  # query blocks the references cover (sampled numerics); None: all
-    repeated: Repeated | None = None  # timing only: the trace as emitted, its long rows' repeated tiles left out
+
+    def whole_trace(self) -> Trace:
+        """The run's trace, written whole where it is held repeated."""
+        return self.trace.whole if isinstance(self.trace, Repeated) else self.trace
 
 
 def prepare(config: HardwareConfig, inputs: RunInputs, *, references: bool = False,
@@ -197,9 +200,8 @@ def _timing_only(config: HardwareConfig, i: RunInputs, policy: Policy, block_q: 
     precision = engine_precision(config)
     keep_freed_memory()
     small_pages()
-    rep = trace_repeated(tiling, policy, precision, decode=i.decode, o_in_place=config.o_in_place)
-    return Prepared(config, policy, i.options, i.workload, None, tiling, precision, None, rep.with_copies(), None,
-                    repeated=rep)
+    trace = trace_repeated(tiling, policy, precision, decode=i.decode, o_in_place=config.o_in_place)
+    return Prepared(config, policy, i.options, i.workload, None, tiling, precision, None, trace, None)
 
 
 def _unmade_tiling(name: str, seq_len: int, head_dim: int, block_q: int, block_k: int, causal: bool, heads: int,

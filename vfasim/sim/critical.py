@@ -159,17 +159,20 @@ def _jumped(links: np.ndarray, op: int) -> np.ndarray:
 
 
 def attribute(path: np.ndarray, pipeline: np.ndarray, kind: np.ndarray, dur: np.ndarray, waits: np.ndarray,
-              latency: int, busy: tuple[int, ...], names: tuple[str, ...]) -> CriticalPath:
-    """The attribution of a path's ops (ids, in time order) from their pipelines, kinds and cycles and the edge kinds
+              latency: int, busy: tuple[int, ...], names: tuple[str, ...],
+              times: np.ndarray | None = None) -> CriticalPath:
+    """The attribution of a path (op ids, in time order) from its ops' pipelines, kinds and cycles and the edge kinds
     of what each but the first waited on, in a timeline of ``latency`` cycles whose pipelines (``names``) were busy
-    ``busy`` cycles."""
+    ``busy`` cycles. With ``times``, those are given once for ops that each stand ``times`` times on the path."""
+    if times is not None:
+        dur = dur * times
     crit = sums_by(pipeline, dur, len(names))
     idle = latency - int(dur.sum())
     if idle < 0:
         raise VfasimError("critical path is longer than the latency: ops on the path overlap")
     by_pipeline = {**{name: int(crit[p]) for p, name in enumerate(names)}, IDLE: idle}
     pipelines = {name: _pipeline_entry(int(crit[p]), busy[p], latency) for p, name in enumerate(names)}
-    edge_counts = np.bincount(waits, minlength=len(EDGE_KINDS))
+    edge_counts = np.bincount(waits, None if times is None else times[1:], minlength=len(EDGE_KINDS))
     return CriticalPath(
         latency_cycles=latency, ops=path, by_pipeline=by_pipeline, by_kind=_by_kind(kind, dur), pipelines=pipelines,
         bound_by={k: int(c) for k, c in zip(EDGE_KINDS, edge_counts)},

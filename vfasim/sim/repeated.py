@@ -180,21 +180,22 @@ def _critical(s: _Short, extra: np.ndarray, stats: TimingStats) -> CriticalPath 
     path = walk(timed.waited_on, timed.end_cycles)
     at = s.position[path]  # increasing: an op waits on one issued before it
     ids = _new_ids(s, path, at, extra)
-    pieces, source, done = [], [], 0
+    pieces, times, done = [], np.ones(path.size, np.int64), 0
     for p, n, more in zip(s.at.tolist(), s.size.tolist(), extra.tolist()):
         middle = _middle_walk(at, p, n, s.copies)
         if middle is None:
             return None
         cut, last = int(np.searchsorted(at, p - n)), int(np.searchsorted(at, p))
         ids[cut:last] += more * n  # the walk through the last copy: in the last of the full trace's copies
-        inserted = ids[middle][None, :] + n * np.arange(1, more + 1)[:, None]
-        pieces += [ids[done:cut], inserted.ravel()]
-        source += [path[done:cut], np.tile(path[middle], more)]
+        times[middle] += more
+        pieces += [ids[done:cut], (ids[middle][None, :] + n * np.arange(1, more + 1)[:, None]).ravel()]
         done = cut
-    ops, src = np.concatenate([*pieces, ids[done:]]), np.concatenate([*source, path[done:]])
+    if times[0] != 1:  # the first op waited on nothing: it stands once
+        return None
     busy = tuple(int(p["busy_cycles"]) for p in stats.pipelines.values())
-    return attribute(ops, timed.pipeline[src], s.trace.kind[src], timed.durations[src], timed.wait_kind[src[1:]],
-                     stats.latency_cycles, busy, timed.pipeline_names)
+    return attribute(np.concatenate([*pieces, ids[done:]]), timed.pipeline[path], s.trace.kind[path],
+                     timed.durations[path], timed.wait_kind[path[1:]], stats.latency_cycles, busy,
+                     timed.pipeline_names, times)
 
 
 def _middle_walk(at: np.ndarray, p: int, n: int, copies: int) -> slice | None:
