@@ -97,38 +97,45 @@ def gaps(trace: Trace, template: np.ndarray, copies: np.ndarray) -> list[Gap]:
 
 def repeated(trace: Trace, gaps: list[Gap]) -> Repeated | None:
     """``trace`` with ``gaps`` to fill, once each gap is checked to be a repeat (module notes); else None."""
-    moves = [_moved_deps(trace, g) for g in gaps]
-    if any(m is None for m in moves) or not _only_next_reads(trace, gaps):
+    moves = _moved_deps(trace, gaps) if gaps else []
+    if moves is None or not _only_next_reads(trace, gaps):
         return None
-    return Repeated(trace, gaps, [m for m in moves if m is not None])
+    return Repeated(trace, gaps, moves)
 
 
-def _moved_deps(t: Trace, g: Gap) -> np.ndarray | None:
-    """Per dependency of the template, whether it moves with each copy; None if the gap is not a repeat."""
-    n = g.after - g.first
-    before, next_end = g.first - n, g.after + n
-    if before < 0 or next_end > len(t):
+def _moved_deps(t: Trace, gaps: list[Gap]) -> list[np.ndarray] | None:
+    """Per gap, per dependency of its template, whether it moves with each copy; None if some gap is not a repeat.
+    The three tiles of every gap (the one before the template, the template, the one after) are compared at once."""
+    first, after = (np.array([getattr(g, f) for g in gaps], np.int64) for f in ("first", "after"))
+    n = after - first
+    if (first - n).min() < 0 or (after + n).max() > len(t):
         return None
-    tiles = (slice(before, g.first), slice(g.first, g.after), slice(g.after, next_end))
-    for name in _SAME:
-        col = getattr(t, name)
-        if not (np.array_equal(col[tiles[0]], col[tiles[1]]) and np.array_equal(col[tiles[1]], col[tiles[2]])):
-            return None
-    for name in _MOVED:
-        col = getattr(t, name)
-        if not (np.array_equal(col[tiles[0]] + 1, col[tiles[1]])
-                and np.array_equal(col[tiles[1]] + g.copies + 1, col[tiles[2]])):
-            return None
+    tmpl, gap = _ranges(first, n)  # each template op, and its gap
+    prev, nxt = tmpl - n[gap], tmpl + n[gap]
+    copies = np.array([g.copies for g in gaps], np.int64)[gap]
     ptr = t.dep_ptr
-    counts = [np.diff(ptr[s.start:s.stop + 1]) for s in tiles]
-    if not (np.array_equal(counts[0], counts[1]) and np.array_equal(counts[1], counts[2])):
+    same = [getattr(t, c) for c in _SAME] + [np.diff(ptr)]  # equal in the three tiles, as the dependency counts
+    if not (all(np.array_equal(c[prev], c[tmpl]) and np.array_equal(c[tmpl], c[nxt]) for c in same)
+            and all(np.array_equal(getattr(t, c)[prev] + 1, getattr(t, c)[tmpl])
+                    and np.array_equal(getattr(t, c)[tmpl] + copies + 1, getattr(t, c)[nxt]) for c in _MOVED)):
         return None
-    prev, tmpl, nxt = (t.dep_idx[ptr[s.start]:ptr[s.stop]].astype(np.int64) for s in tiles)
-    moves = tmpl - prev == n
-    kept = tmpl == prev
-    ok = (np.all(moves | kept) and np.all(tmpl[moves] >= before) and np.all(tmpl[kept] < before)
-          and np.array_equal(nxt - tmpl, np.where(moves, n, 0)))
-    return moves if ok else None
+    count = ptr[after] - ptr[first]  # each template's dependencies
+    at, dep_gap = _ranges(ptr[first], count)
+    step, low = n[dep_gap], (first - n)[dep_gap]  # a tile's ops; where the tile before the template begins
+    before, now, later = (t.dep_idx[at + ptr[f][dep_gap] - ptr[first][dep_gap]].astype(np.int64)
+                          for f in (first - n, first, after))
+    moves = now - before == step
+    kept = now == before
+    if not (np.all(moves | kept) and np.all(now[moves] >= low[moves]) and np.all(now[kept] < low[kept])
+            and np.array_equal(later - now, np.where(moves, step, 0))):
+        return None
+    return np.split(moves, np.cumsum(count)[:-1])
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The integers of the ranges [start, start + length), one after the other, and the range each lies in."""
+    which = np.repeat(np.arange(starts.size), lengths)
+    return np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + starts[which], which
 
 
 def _only_next_reads(t: Trace, gaps: list[Gap]) -> bool:
