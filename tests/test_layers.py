@@ -4,7 +4,7 @@ Every import counts, also those inside functions. Layers, lowest first (a module
 layer and those below):
 0. base: errors, frozen values, the allocator, interrupts, atomic outputs, the reference cache (``io``) and work
    reused within a scope (``reuse``);
-1. contracts and descriptions: the trace, number formats, hardware configs, kernels;
+1. contracts and descriptions: the trace (and its compressed form, ``repeats``), number formats, hardware configs, kernels;
 2. models: the functional engine, core timing, the chip model, workloads and Q/K/V files (``io``);
 3. trace renderers: Perfetto views of a trace or a chip launch (they read models' outputs only);
 4. the run (``runner``): input rules and algorithm options, the run spec, preparation, the chip run, the API; and
@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "vfasim"
 LAYERS = [
     ("vfasim.errors", "vfasim.frozen", "vfasim.allocator", "vfasim.io", "vfasim.io.interrupt", "vfasim.io.outputs",
      "vfasim.io.refcache", "vfasim.reuse"),
-    ("vfasim.trace", "vfasim.formats", "vfasim.hw", "vfasim.kernel"),
+    ("vfasim.trace", "vfasim.repeats", "vfasim.formats", "vfasim.hw", "vfasim.kernel"),
     ("vfasim.functional", "vfasim.sim", "vfasim.chip", "vfasim.workloads", "vfasim.io.qkv_files"),
     ("vfasim.report.perfetto", "vfasim.report.chip_perfetto"),
     ("vfasim.runner", "vfasim.exec"),

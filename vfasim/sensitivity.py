@@ -178,7 +178,7 @@ def sensitivity_table(hw: str | Path | HardwareConfig = "C4V16", algo: str = "vf
         if planned.inputs.given(name):
             raise VfasimError(f"{name} does not apply: sensitivity re-times one trace and {NOT_READ[name]}")
     prepared = prepare(planned.timed, planned.inputs)
-    return sensitivity(prepared.trace, prepared.config, schedule, factors)
+    return sensitivity(prepared.whole_trace(), prepared.config, schedule, factors)
 
 
 #: inputs of ``run`` that ``sensitivity_table`` refuses, and why it would not read them

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypedDict
@@ -159,10 +160,16 @@ class Trace:
 
     def digest(self) -> str:
         """SHA-256 over every column: equal digests mean identical traces."""
-        h = hashlib.sha256(f"vfasim-trace-v{self.version}".encode())
-        for arr in (*(getattr(self, c) for c in COLUMNS), self.dep_ptr, self.dep_idx):
-            h.update(np.ascontiguousarray(arr).data)  # the bytes themselves: no copy
-        return h.hexdigest()
+        return digest_of(([getattr(self, c)] for c in (*COLUMNS, "dep_ptr", "dep_idx")), self.version)
+
+
+def digest_of(columns: Iterable[Iterable[np.ndarray]], version: int = TRACE_VERSION) -> str:
+    """``Trace.digest`` of a trace's columns (``COLUMNS``, then ``dep_ptr`` and ``dep_idx``), each given in pieces."""
+    h = hashlib.sha256(f"vfasim-trace-v{version}".encode())
+    for pieces in columns:
+        for piece in pieces:
+            h.update(np.ascontiguousarray(piece).data)  # the bytes themselves: no copy
+    return h.hexdigest()
 
 
 def tile_ids(row: np.ndarray, step: np.ndarray) -> np.ndarray:

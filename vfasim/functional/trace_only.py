@@ -13,6 +13,10 @@ emits through maps it back to its row and slot, and the op keys that last wrote
 each row's m, l and O before a tile (``writer``, which the step loop carries
 from step to step) follow from the decisions in closed form. The trace is
 ordered by op key when built, so the order of emission does not change it.
+
+A long row's middle tiles, which differ only in their key block, are emitted once and repeated
+(``vfasim.repeats``): the loop leaves them out, the builder orders what is left, and the full trace is written
+from it, or, where what is left does not show a repeat, the loop emits every tile.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from vfasim.errors import VfasimError
 from vfasim.functional.engine import _Loop, _meta
 from vfasim.functional.policy import Policy, policy_for
 from vfasim.functional.precision import Precision
+from vfasim.repeats import Repeated, gaps, repeated
 from vfasim.functional.stages import pipeline
 from vfasim.functional.tiling import Tiling
 from vfasim.trace import Trace, TraceBuilder
@@ -38,20 +43,33 @@ def data_independent(policy: Policy) -> bool:
 def trace_only(tiling: Tiling, algo: str | Policy, precision: Precision = Precision(), *,
                decode: bool = False, o_in_place: bool = False) -> Trace:
     """The trace ``run_engine`` would emit for ``algo`` on ``tiling``, without computing anything."""
+    return trace_repeated(tiling, algo, precision, decode=decode, o_in_place=o_in_place).with_copies()
+
+
+def trace_repeated(tiling: Tiling, algo: str | Policy, precision: Precision = Precision(), *,
+                   decode: bool = False, o_in_place: bool = False) -> Repeated:
+    """``trace_only``'s trace as emitted: its long rows' middle tiles left out, with what fills them back."""
     policy = algo if isinstance(algo, Policy) else policy_for(algo)
     if not data_independent(policy):
         raise VfasimError("this algorithm's trace depends on the data (it skips blocks or rescales "
                           "conditionally); it needs the full engine")
-    loop = _TraceLoop(tiling, policy, precision, decode, o_in_place)
-    loop.prelude()
-    loop.all_steps()
-    return loop.finish_trace(algo if isinstance(algo, str) else "custom")
+    name = algo if isinstance(algo, str) else "custom"
+    for repeat in (True, False):
+        loop = _TraceLoop(tiling, policy, precision, decode, o_in_place, repeat)
+        loop.prelude()
+        loop.all_steps()
+        built = loop.finish_trace(name)
+        found = repeated(built, gaps(built, loop.template, loop.copies))
+        if found is not None:
+            return found
+    raise AssertionError("unreachable: a trace without gaps repeats nothing")  # pragma: no cover
 
 
 class _TraceLoop(_Loop):
     """``_Loop`` holding only what the emitters read: block order, owners, op writers."""
 
-    def __init__(self, tiling: Tiling, policy: Policy, prec: Precision, decode: bool, o_in_place: bool) -> None:
+    def __init__(self, tiling: Tiling, policy: Policy, prec: Precision, decode: bool, o_in_place: bool,
+                 repeat: bool = False) -> None:
         self.t, self.policy, self.prec, self.lam = tiling, policy, prec, 1e-3
         self.thresholds, self.decode, self.o_in_place = None, decode, o_in_place
         self.state_dtype = "float32" if policy.fp32_state else prec.vector  # as _Loop: l and O
@@ -66,6 +84,36 @@ class _TraceLoop(_Loop):
                                                                        o_in_place),
                                schedule=pipeline(o_in_place))
         self.writer = {name: np.full(tiling.n_rows, -1, np.int64) for name in ("m", "l", "o")}
+        template, copies = self._repeats() if repeat else (np.zeros(tiling.n_qblocks, np.int64),) * 2
+        self.template, self.copies = template[self.qblock], copies[self.qblock]  # per row
+        tile = np.arange(tiling.n_kblocks)
+        left_out = (tile > self.template[:, None] - 1) & (tile <= self.template[:, None] - 1 + self.copies[:, None])
+        self.emitted = (self.order >= 0) & ~left_out  # the tiles emitted
+
+    def _repeats(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per query block, the slot of the tile its left-out tiles repeat and how many there are (0: none).
+
+        A tile repeats the one before it where its key block is one on and it is special and masked alike; of each
+        query block's longest run of tiles each of which repeats the one before, the first three are emitted
+        (the third is the template), then the run's last, and those between are left out."""
+        t, order = self.t, self.t.order(self.policy.reorder)
+        special = (order == 0) | (order == t.local_block[:, None]) | (not self.policy.freeze)
+        masked = t.tile_needs_mask(np.arange(t.n_qblocks)[:, None], np.maximum(order, 0))
+        padded = np.zeros((t.n_qblocks, t.n_kblocks + 2), np.int8)  # a run never crosses a query block
+        padded[:, 2:-1] = ((order[:, 1:] >= 0) & (order[:, 1:] == order[:, :-1] + 1)
+                           & (special[:, 1:] == special[:, :-1]) & (masked[:, 1:] == masked[:, :-1]))
+        edge = np.diff(padded.ravel())
+        begin, end = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)  # runs [begin, end) of padded
+        template, copies = np.zeros(t.n_qblocks, np.int64), np.zeros(t.n_qblocks, np.int64)
+        if begin.size == 0:
+            return template, copies
+        qblock, first = np.divmod(begin + 1, t.n_kblocks + 2)
+        longest = np.lexsort((end - begin, qblock))  # each query block's longest run last
+        last = longest[np.append(qblock[longest][1:] != qblock[longest][:-1], True)]
+        # tiles first - 1 ... first - 2 + (end - begin) each repeat the one before: tiles first - 2 on are alike
+        template[qblock[last]] = first[last] + 1  # the slot of tile first (a slot is its tile + 1)
+        copies[qblock[last]] = np.maximum((end - begin)[last] - 3, 0)
+        return template, copies
 
     def prelude(self) -> None:
         rows = np.arange(self.t.n_rows)
@@ -77,7 +125,7 @@ class _TraceLoop(_Loop):
         """Every step's ops, for the tiles of about ``_TILES`` at a time (whole rows): the temporaries of each emit
         stay small, so the heap reuses them instead of holding the trace's columns among the holes they leave."""
         lo, tiles = 0, 0
-        for r, count in enumerate(np.count_nonzero(self.order >= 0, axis=1).tolist()):
+        for r, count in enumerate(np.count_nonzero(self.emitted, axis=1).tolist()):
             if tiles and tiles + count > _TILES:
                 self._steps(lo, r)
                 lo, tiles = r, 0
@@ -86,7 +134,7 @@ class _TraceLoop(_Loop):
 
     def _steps(self, lo: int, hi: int) -> None:
         """Every step's ops of rows [lo, hi) at once: the emitters see one pseudo-row per (row, step) tile."""
-        row, s = np.nonzero(self.order[lo:hi] >= 0)  # row-major: a row's steps are consecutive, from 0
+        row, s = np.nonzero(self.emitted[lo:hi])  # row-major: a row's tiles in order, from tile 0
         row += lo
         kb = self.order[row, s]
         special = (kb == 0) | (kb == self.local[row]) | (not self.policy.freeze)

@@ -21,9 +21,13 @@ from vfasim.kernel import Kernel
 from vfasim.runner.options import Options, topk_for
 from vfasim.runner.plan import DEFAULT_KERNEL, Plan, plan
 from vfasim.runner.prepare import DEFAULT_BLOCK, Prepared, checked_numerics, digest, engine_precision, prepare
+from vfasim.repeats import Repeated
 from vfasim.report.perfetto import algorithm_events, chrome_trace, row_failure_events, write_chrome_trace
 from vfasim.sim import simulate, timing_stats
-from vfasim.sim.critical import critical_path
+from vfasim.sim.critical import CriticalPath, critical_path
+from vfasim.sim.engine import Timeline
+from vfasim.sim.repeated import timing_repeated
+from vfasim.sim.stats import TimingStats
 from vfasim.runner.results import (ChipFigures, CriticalPathSummary, Manifest, Numerics, PolicyFields, RunOptions,
                                    RunSpec, Shape)
 from vfasim.runner.row import result_row
@@ -203,16 +207,16 @@ def _timed(prepared: Prepared, config: HardwareConfig, inputs: RunInputs) -> Run
     policy, opts, tiling, precision, result = (prepared.policy, prepared.opts, prepared.tiling, prepared.precision,
                                                prepared.result)
     causal, trace = tiling.causal, prepared.trace
-    timeline = simulate(trace, config, schedule)
-    stats = timing_stats(trace, timeline, config)
-    crit = critical_path(trace, timeline, config, schedule)
+    timeline, stats, crit = _timing(prepared, config, schedule, inputs.trace_out is not None)
     refs = prepared.references() if prepared.references is not None else None  # waits for the side threads
     numerics, failed_rows = checked_numerics(precision, policy, result, refs, prepared.blocks, tiling)
     trace_out, window = inputs.trace_out, inputs.trace_window
     if trace_out is not None:
-        events = algorithm_events(trace, timeline, None if result is None else result.above_max)
-        events += row_failure_events(trace, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
-        write_chrome_trace(trace_out, chrome_trace(trace, timeline, events, config.clock_ghz, crit.ops, window))
+        assert timeline is not None, "a run that writes its trace is simulated whole"
+        whole = prepared.whole_trace()
+        events = algorithm_events(whole, timeline, None if result is None else result.above_max)
+        events += row_failure_events(whole, timeline, failed_rows, tiling.block_q, tiling.n_qblocks)
+        write_chrome_trace(trace_out, chrome_trace(whole, timeline, events, config.clock_ghz, crit.ops, window))
     manifest: Manifest = {"version": __version__, "hw_digest": config.digest(), "seed": seed,
                           "workload_digest": prepared.workload_digest, "trace_digest": trace.digest(),
                           "trace_ops": len(trace), "output_digest": None if result is None else digest(result.out),
@@ -229,6 +233,20 @@ def _timed(prepared: Prepared, config: HardwareConfig, inputs: RunInputs) -> Run
         options={"policy": cast(PolicyFields, asdict(policy)), "lam": opts.lam if policy.skip in ("block", "row") else None,
                  "topk": topk_for(opts.topk, tiling.n_kblocks) if policy.skip == "topk" else None},
         critical_path=cast(CriticalPathSummary, crit.to_dict()))
+
+
+def _timing(prepared: Prepared, config: HardwareConfig, schedule: str,
+            spans: bool) -> tuple[Timeline | None, TimingStats, CriticalPath]:
+    """The trace's timeline (None where it is not made), statistics and critical path: from short versions of the
+    trace where its rows repeat tiles (``sim.repeated``) and ``spans`` (every op's) are not asked for, else from the
+    whole trace simulated."""
+    held = prepared.trace
+    fast = timing_repeated(held, config, schedule) if isinstance(held, Repeated) and not spans else None
+    if fast is not None:
+        return None, *fast
+    trace = prepared.whole_trace()
+    timeline = simulate(trace, config, schedule)
+    return timeline, timing_stats(trace, timeline, config), critical_path(trace, timeline, config, schedule)
 
 
 def role_of(stream: str, config: HardwareConfig) -> str:

@@ -28,8 +28,9 @@ from vfasim.functional import checks, sampling
 from vfasim.functional.results import RowDiagnostics
 from vfasim.functional.engine import engine_threads
 from vfasim.functional.policy import calibrate_bsfa
-from vfasim.functional.trace_only import data_independent, trace_only
+from vfasim.functional.trace_only import data_independent, trace_repeated
 from vfasim.hw import HardwareConfig
+from vfasim.repeats import Repeated
 from vfasim.runner.inputs import BASE_BYTES, BYTES_PER_QKV_ELEMENT, check_blocks, check_memory
 from vfasim.runner.options import Options, topk_for
 from vfasim.runner.spec import RunInputs
@@ -53,9 +54,13 @@ class Prepared(NamedTuple):
     tiling: Tiling
     precision: Precision
     result: EngineResult | None  # None: timing only (numerics off on a data-independent trace)
-    trace: Trace
+    trace: Trace | Repeated  # timing only: as emitted, its long rows' repeated tiles left out (``whole_trace``)
     references: Callable[[], tuple[np.ndarray, np.ndarray]] | None  # float64 oracle and fa2 outputs (waits)
     blocks: np.ndarray | None = None  # query blocks the references cover (sampled numerics); None: all
+
+    def whole_trace(self) -> Trace:
+        """The run's trace, written whole where it is held repeated."""
+        return self.trace.whole if isinstance(self.trace, Repeated) else self.trace
 
 
 def prepare(config: HardwareConfig, inputs: RunInputs, *, references: bool = False,
@@ -195,7 +200,7 @@ def _timing_only(config: HardwareConfig, i: RunInputs, policy: Policy, block_q: 
     precision = engine_precision(config)
     keep_freed_memory()
     small_pages()
-    trace = trace_only(tiling, policy, precision, decode=i.decode, o_in_place=config.o_in_place)
+    trace = trace_repeated(tiling, policy, precision, decode=i.decode, o_in_place=config.o_in_place)
     return Prepared(config, policy, i.options, i.workload, None, tiling, precision, None, trace, None)
 
 

@@ -79,8 +79,9 @@ def critical_path(trace: Trace, timeline: Timeline, hw: HardwareConfig,
     """
     check_schedule(schedule)
     waited_on, wait_kind = _wait_record(trace, timeline, schedule)
-    path = _walk(waited_on, timeline.end_cycles)
-    return _attribute(trace, timeline, path, wait_kind)
+    path = walk(waited_on, timeline.end_cycles)
+    return attribute(path, timeline.pipeline[path], trace.kind[path], timeline.durations[path], wait_kind[path[1:]],
+                     timeline.total_cycles, timeline.busy_cycles, timeline.pipeline_names)
 
 
 def _wait_record(trace: Trace, timeline: Timeline, schedule: str) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +107,7 @@ def _wait_record(trace: Trace, timeline: Timeline, schedule: str) -> tuple[np.nd
     return waited_on, wait_kind
 
 
-def _walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
+def walk(bound: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Op ids from the first path op to the one that ends last (lowest id on a tie).
 
     The first ``_STEPS`` links are followed one by one; a longer path (a pipeline busy throughout, millions of
@@ -157,21 +158,23 @@ def _jumped(links: np.ndarray, op: int) -> np.ndarray:
     return between[:np.argmax(between == n)] if between[-1] == n else between
 
 
-def _attribute(trace: Trace, timeline: Timeline, path: np.ndarray, bound_kind: np.ndarray) -> CriticalPath:
-    dur = timeline.durations[path]
-    names = timeline.pipeline_names
-    crit = sums_by(timeline.pipeline[path], dur, len(names))
-    idle = timeline.total_cycles - int(dur.sum())
+def attribute(path: np.ndarray, pipeline: np.ndarray, kind: np.ndarray, dur: np.ndarray, waits: np.ndarray,
+              latency: int, busy: tuple[int, ...], names: tuple[str, ...],
+              times: np.ndarray | None = None) -> CriticalPath:
+    """The attribution of a path (op ids, in time order) from its ops' pipelines, kinds and cycles and the edge kinds
+    of what each but the first waited on, in a timeline of ``latency`` cycles whose pipelines (``names``) were busy
+    ``busy`` cycles. With ``times``, those are given once for ops that each stand ``times`` times on the path."""
+    if times is not None:
+        dur = dur * times
+    crit = sums_by(pipeline, dur, len(names))
+    idle = latency - int(dur.sum())
     if idle < 0:
         raise VfasimError("critical path is longer than the latency: ops on the path overlap")
     by_pipeline = {**{name: int(crit[p]) for p, name in enumerate(names)}, IDLE: idle}
-    busy = timeline.busy_cycles
-    pipelines = {name: _pipeline_entry(int(crit[p]), busy[p], timeline.total_cycles)
-                 for p, name in enumerate(names)}
-    edge_counts = np.bincount(bound_kind[path[1:]], minlength=len(EDGE_KINDS))
+    pipelines = {name: _pipeline_entry(int(crit[p]), busy[p], latency) for p, name in enumerate(names)}
+    edge_counts = np.bincount(waits, None if times is None else times[1:], minlength=len(EDGE_KINDS))
     return CriticalPath(
-        latency_cycles=timeline.total_cycles, ops=path, by_pipeline=by_pipeline,
-        by_kind=_by_kind(trace.kind[path], dur), pipelines=pipelines,
+        latency_cycles=latency, ops=path, by_pipeline=by_pipeline, by_kind=_by_kind(kind, dur), pipelines=pipelines,
         bound_by={k: int(c) for k, c in zip(EDGE_KINDS, edge_counts)},
         bottleneck=max(names, key=lambda n: by_pipeline[n]) if names else IDLE)
 

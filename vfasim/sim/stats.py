@@ -41,15 +41,20 @@ class TimingStats:
 
 
 def timing_stats(trace: Trace, timeline: Timeline, hw: HardwareConfig) -> TimingStats:
-    total = timeline.total_cycles
-    dur = timeline.durations
-    pipelines = {}
-    for name, busy in zip(timeline.pipeline_names, timeline.busy_cycles):
-        capacity = hw.pipelines[name].units * total
-        pipelines[name] = {"busy_cycles": busy, "utilization": busy / capacity if capacity else 0.0}
-    by_kind = sums_by(trace.kind, dur, len(KIND_NAMES)).tolist()
+    by_kind = sums_by(trace.kind, timeline.durations, len(KIND_NAMES))
     present = sums_by(trace.kind, None, len(KIND_NAMES)) > 0
-    ops = {KIND_NAMES[k]: c for k, c in enumerate(by_kind) if present[k]}
+    return stats_of(timeline.total_cycles, timeline.busy_cycles, by_kind, present, timeline.pipeline_names, hw)
+
+
+def stats_of(total: int, busy: tuple[int, ...], by_kind: np.ndarray, present: np.ndarray,
+             names: tuple[str, ...], hw: HardwareConfig) -> TimingStats:
+    """The statistics of a timeline of ``total`` cycles from its sums: busy cycles per pipeline (as ``names``),
+    cycles per op kind and which kinds it holds."""
+    pipelines = {}
+    for name, cycles in zip(names, busy):
+        capacity = hw.pipelines[name].units * total
+        pipelines[name] = {"busy_cycles": cycles, "utilization": cycles / capacity if capacity else 0.0}
+    ops = {KIND_NAMES[k]: c for k, c in enumerate(by_kind.tolist()) if present[k]}
     by_class = {c: sum(v for k, v in ops.items() if OP_KINDS[k][0] == c) for c in SHARE_CLASSES}
     denom = sum(by_class.values())
     shares = {c: (v / denom if denom else 0.0) for c, v in by_class.items()}
