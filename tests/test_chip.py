@@ -126,6 +126,8 @@ def test_decode_is_memory_bound_and_scales_with_hbm_bandwidth(tmp_path):
     # fa3: its warp groups read shared memory once per tile (fa2's four warps each read K and V, which at
     # twice the HBM bandwidth would take more than the shared-memory port gives; see the next test)
     untuned = ("  launch_overhead_us: 0  # assumed, because the test checks the bandwidth term alone\n"
+               "  l2:\n    dirty_bytes: null  # a clean L2 (the test checks the bandwidth term alone)\n"
+               "    dirty_writeback_per_byte: null  # a clean L2\n"
                "  kernel_tuning:\n    fa3:\n      tensor_efficiency: 1.0\n      unit_overhead_cycles: 0\n")
     hbm = 2 * load_hw("H100-SXM").chip.hbm.bandwidth_gb_per_s
     plain, fast = tmp_path / "plain.yaml", tmp_path / "fast.yaml"  # without the fitted per-unit overhead

@@ -651,7 +651,7 @@ def test_the_gqa_sweep_covers_its_grid_and_two_decode_ctas_an_sm_slow_each_other
     for algo, heads in (("fa2", 8), ("fa2", 64), ("vfa", 8), ("vfa", 64)):
         res = run("H200", algo, kernel="triton", decode=True, queries=1, seq_len=10000, batch=4, heads=heads,
                   kv_heads=8, head_dim=128, causal=False, matmul_format="fp16", numerics_heads=0)
-        attention_us = res.latency_us * (1 - res.chip["prepass_cycles"] / res.latency_cycles)  # key summaries: untimed
+        attention_us = res.chip["attention_call_us"]  # the attention kernel timed alone: the key summaries untimed
         assert abs(attention_us / us[(f"triton_{algo}" + ("_attn" if algo == "vfa" else ""), 10000, heads)] - 1) < 0.03
 
 

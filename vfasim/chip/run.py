@@ -239,13 +239,13 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     end = (combine.end.max() if combine is not None else main_end + writeback) \
         + chip.launches_us(launches, first_priced=prepass) * hw.clock_ghz * 1e3 + first
     # the launches after the pre-pass called on their own: the first launch's overhead, every dirty line theirs
-    alone = end - first + (_writeback(plan, float(times.hbm_bytes.sum()), main_end, 0.0)[0] - writeback
-                           + (chip.launches_us(launches) - chip.launches_us(launches, True)) * hw.clock_ghz * 1e3
-                           if prepass else 0.0)
+    called_alone = end - first + (_writeback(plan, float(times.hbm_bytes.sum()), main_end, 0.0)[0] - writeback
+                                  + (chip.launches_us(launches) - chip.launches_us(launches, True)) * hw.clock_ghz
+                                  * 1e3 if prepass else 0.0)
     origin: OverheadFrom = "tuning" if tuning.unit_overhead_cycles is not None else "none" if not rule.cta_cycles \
         else "measured" if tuning.cta_cycles_scale is None else "scaled"
     return replace(_totals(plan, launch, busy, times, combine, int(np.ceil(end - 1e-9)), geo.flops, written),
-                   prepass_cycles=first, writeback_cycles=writeback, alone_cycles=int(np.ceil(alone - 1e-9)),
+                   prepass_cycles=first, writeback_cycles=writeback, alone_cycles=int(np.ceil(called_alone - 1e-9)),
                    unit_timing=timing,
                    unit_overhead_cycles=plan.overhead, unit_overhead_from=origin)
 
@@ -511,20 +511,19 @@ def _combine_slots(chip: ChipSpec) -> int:
 def _totals(plan: _Plan, launch: Launch, busy_cycles: tuple[np.ndarray, np.ndarray], times: LaunchTimes,
             combine: LaunchTimes | None, latency: int, flops: float, written: float = 0.0) -> ChipResult:
     """The result, from the busy cycles per pipeline and per op kind (``busy_by_pipeline``) and the launches;
-    ``written``: dirty L2 lines written back, which busy the HBM port beside the launches' own bytes."""
+    ``written``: dirty L2 lines written back, HBM traffic beside the launches' own bytes."""
     core, ports = plan.core, plan.ports
     busy, by_kind = busy_cycles
     cores = plan.chip.cores
     names = list(core.pipelines)
     util = {n: busy[i] / (core.pipelines[n].units * cores * latency) for i, n in enumerate(names)}
     runs = [t for t in (times, combine) if t is not None]
-    hbm = sum(float(t.hbm_bytes.sum()) for t in runs)
+    hbm = sum(float(t.hbm_bytes.sum()) for t in runs) + written  # the dirty lines written back cross it too
     hits = sum(float(t.l2_hit_bytes.sum()) for t in runs)
     port = hbm + hits if ports.l2 is not None else 0.0
     classes = {r: max((util[n] for n in names if core.pipelines[n].role == r), default=0.0) for r in ROLES}
     classes.update(_shared_streams(core, util))
-    classes["memory"] = max([b / (c * latency) for b, c in ((hbm + written, ports.hbm), (port, ports.l2)) if c]
-                            or [0.0])
+    classes["memory"] = max([b / (c * latency) for b, c in ((hbm, ports.hbm), (port, ports.l2)) if c] or [0.0])
     return ChipResult(
         latency_cycles=latency, streams_per_core=plan.streams, slots_per_core=plan.slots, splits=plan.splits,
         launch=launch, times=times,

@@ -141,7 +141,7 @@ class ChipFigures(TypedDict, total=False):
     latency_us: float
     flops: float
     tflops: float
-    hbm_bytes: float
+    hbm_bytes: float  # what crosses the HBM: the launches' reads and writes, and the dirty L2 lines written back
     l2_bytes: float
     achieved_hbm_tbps: float
     achieved_l2_tbps: float
