@@ -30,6 +30,9 @@ Chip-level figures:
   (one empty kernel between two events), each further one (a split's combine, the kernels a call launches beside
   them, ``Kernel.side_launches``, the attention kernel after VFA's pre-pass) ``next_launch_us`` (an empty kernel
   queued behind another).
+- A call's first launch (the pre-pass, else the attention kernel) waits for the L2's dirty lines its HBM reads evict
+  (``L2Spec.dirty_bytes``: the usual flush leaves them, as a previous kernel's writes do), in the share of its span it
+  keeps the HBM port busy (``_writeback``); they count in the HBM bytes.
 - A kernel whose key loop is not software-pipelined (``Kernel.loop_pipelined`` false, or its tile's
   ``TileRule.loop_pipelined``), or not when it carries a block test (``Kernel.skip_loop_pipelined`` false; a trace
   with skip tests), has its units timed in program order per stream (``in_order_core``): each K/V load waits out a
