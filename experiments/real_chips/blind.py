@@ -3,7 +3,7 @@
 Usage: python experiments/real_chips/blind.py [--max-rows N] [--jobs J] [--out DIR] [--campaigns PREFIX,...]
 
 The blind campaigns (``validation/blind_*``: shapes no other campaign holds, measured after the kernel descriptions
-were final; their READMEs say what changed since, which those rows no longer check) hold about 15,900 modelled rows.
+were final; their READMEs say what changed since, which those rows no longer check) hold about 19,900 modelled rows.
 ``vfasim validate`` compares an evenly spread sample of them; this runs every one (``--max-rows N``: the first N
 of each group, for a smoke run) through ``vfasim.validate.predict_tiers`` on both tiers: tier 1 (spec only, the
 configs' fitted tuning removed) and tier 2 (the configs as shipped). Errors are (model - measured) / measured of
