@@ -117,6 +117,8 @@ def run_profile(add, log, kernels=("sdpa_flash", "sdpa_cudnn")) -> None:
 
 #: held longer than a timed call's sleep (~60 us): the profiler slows the host's launches
 PROFILED_SLEEP_CYCLES = 1_000_000
+#: calls profiled a case, the medians' sample
+PROFILED_CALLS = 5
 
 
 def _device_events(call, calls: int) -> list[tuple[str, float, float]]:
@@ -131,7 +133,7 @@ def _device_events(call, calls: int) -> list[tuple[str, float, float]]:
     return sorted(evs, key=lambda e: e[1])
 
 
-def call_kernels(fn, pre, calls: int = 5) -> list[dict] | None:
+def call_kernels(fn, pre, calls: int = PROFILED_CALLS) -> list[dict] | None:
     """The kernels of ``fn`` run after ``pre`` (the flush and the sleep), in launch order (``split_calls``)."""
     from harness.launches import split_calls
 
@@ -142,7 +144,7 @@ def call_kernels(fn, pre, calls: int = 5) -> list[dict] | None:
 def run_calls(add, timer, log, cases, kernels=("sdpa_flash", "sdpa_cudnn", "sdpa_efficient"), budget=None) -> None:
     """``add(row)`` one row per (case, backend, kernel of the call) in fp16: ``call_kernels`` beside the call's
     CUDA-event time (``timer``, as the campaigns time it)."""
-    from harness.attention import sdpa_call
+    from harness.attention import Inputs, sdpa_call
 
     def pre():
         timer.buf.zero_()
@@ -153,11 +155,7 @@ def run_calls(add, timer, log, cases, kernels=("sdpa_flash", "sdpa_cudnn", "sdpa
             log(f"calls: budget spent, {case.key()} and the rest not measured")
             return
         c = case
-        g = torch.Generator(device="cuda")
-        g.manual_seed(0)
-        q, k, v = (torch.randn(shape, device="cuda", generator=g, dtype=torch.float16) for shape in
-                   ((c.batch, c.heads, c.seq_q, c.head_dim), (c.batch, c.kv_heads, c.seq_k, c.head_dim),
-                    (c.batch, c.kv_heads, c.seq_k, c.head_dim)))
+        q, k, v = Inputs(c).get("fp16")
         for kern in kernels:
             try:
                 fn = sdpa_call(kern, q, k, v, c.causal)
@@ -172,7 +170,7 @@ def run_calls(add, timer, log, cases, kernels=("sdpa_flash", "sdpa_cudnn", "sdpa
             for row in parts:
                 add({"kernel": kern, "dtype": "fp16", "batch": c.batch, "heads": c.heads, "kv_heads": c.kv_heads,
                      "head_dim": c.head_dim, "seq_len_q": c.seq_q, "seq_len": c.seq_k, "causal": c.causal, **row,
-                     "call_us": t.median_us, "call_spread_pct": t.spread_pct, "calls": 5})
+                     "call_us": t.median_us, "call_spread_pct": t.spread_pct, "calls": PROFILED_CALLS})
             log(f"calls {kern} {c.key()}: {t.median_us:.1f}us = "
                 + " + ".join(f"[{r['start_us']:.1f}] {r['cuda_kernel'][:30]} {r['us']:.1f}" for r in parts))
         del q, k, v

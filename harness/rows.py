@@ -47,8 +47,8 @@ BLIND3 = ((896, 1792, 2800, 4608, 9216, 14336), (3, 10, 40), ((28, 4), (48, 8), 
           ((1, 28, 4), (12, 48, 8), (48, 8, 8)), (2000, 16000, 40000), (1, 3), (256,),
           ((2800, 3, (28, 4)), (9216, 1, (8, 8))))
 #: a fourth blind grid (``attention.blind_grid(BLIND4)``), measured after cuDNN's decode grid and the L2's dirty lines
-#: joined the model: other lengths, batches (2-16) and head configs (GQA 16:1, 7:1 and 8 heads, and 20 heads), head
-#: dim 256 at two shapes, decode of 1 and 2 queries at K/V lengths no grid used (GQA 16:1 and 7:1, and 20 heads)
+#: joined the model: other lengths, batches (2-16) and head configs (32/2, GQA 16:1; 56/8 and 14/2, 7:1; 20/20), head
+#: dim 256 at two shapes, decode of 1 and 2 queries at K/V lengths no grid used (32/2, 56/8 and 20/20 heads)
 BLIND4 = ((768, 1280, 3200, 5120, 12288, 18000), (2, 5, 16), ((32, 2), (56, 8), (20, 20), (14, 2)),
           ((2, 32, 2), (24, 56, 8), (6, 20, 20)), (6000, 24000, 60000), (1, 2), (256,),
           ((3200, 5, (14, 2)), (12288, 2, (32, 2))))

@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
                          "fp8), 'blind2' (a second such grid, rows.BLIND2: other lengths, batches 1-24, GQA 8:1 and "
                          "4:1, head dim 256 at two shapes, 1- and 4-query decode), 'blind3' (a third, rows.BLIND3: "
                          "batches 3-40, GQA 7:1, 6:1 and 3:1, 1- and 3-query decode), 'blind4' (a fourth, rows.BLIND4: batches 2-16, "
-                         "GQA 16:1 and 7:1, 1- and 2-query decode) and "
+                         "GQA 16:1 and 7:1, 1- and 2-query decode), "
                          "'profile' (the CUDA kernels of a few SDPA calls, profile.csv) and 'calls' (every SDPA "
                          "backend's decode call of the decode grid, each kernel's start and duration as a timed call "
-                         "runs it, calls.csv)")
+                         "runs it, calls.csv; --quick: its first 6 cases)")
     a = ap.parse_args(argv[1:])
     phases = set(a.phases.split(","))
     unknown = phases - set(PHASES)
@@ -233,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def calls() -> None:
             from harness.latency import run_calls
-            run_calls(lambda row: tables["calls"].add(row), timer, log, A.decode_grid(), budget=budget)
+            grid = A.decode_grid()[:6] if a.quick else A.decode_grid()
+            run_calls(lambda row: tables["calls"].add(row), timer, log, grid, budget=budget)
 
         if "calls" in phases:
             phase("calls", "calls", calls)

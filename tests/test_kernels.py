@@ -212,7 +212,8 @@ def test_the_prepass_is_priced_by_its_counted_instructions_and_issue_rate():
     read = elements * 2  # K, once
 
     def writeback(work: float) -> float:  # the call's first launch meets the L2's dirty lines (l2.dirty_bytes)
-        return min(0.411 * read, hw.chip.l2.dirty_bytes) / port * min(1.0, read / (port * work))
+        l2 = hw.chip.l2
+        return min(l2.dirty_writeback_per_byte * read, l2.dirty_bytes) / port * min(1.0, read / (port * work))
 
     assert compute > read / port  # compute-bound: the write-backs take the port's share the reads leave them
     assert base == int(np.ceil(launch + program + burst + compute * (each - 1) / each + writeback(compute)))

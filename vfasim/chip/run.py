@@ -280,7 +280,8 @@ def _prepass_cycles(hw: HardwareConfig, plan: _Plan, geo: Geometry, shape: TileS
     work = max(compute, read / plan.ports.hbm if plan.ports.hbm else 0.0)
     if rate is not None and rate.program_us is not None:  # a core's first program alone, the rest at the rate
         each = -(-programs // chip.cores)
-        burst = (rate.resident(programs, chip.cores) - 1) * elements / programs * shape.kv_bytes / plan.ports.hbm if plan.ports.hbm else 0.0
+        burst = (rate.resident(programs, chip.cores) - 1) * elements / programs * shape.kv_bytes / plan.ports.hbm \
+            if plan.ports.hbm else 0.0
         body = rate.program_us * hw.clock_ghz * 1e3 + burst + work * (each - 1) / each
     else:
         body = (chip.hbm.latency_cycles if chip.hbm is not None else 0) + work

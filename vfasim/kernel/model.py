@@ -78,8 +78,8 @@ class TileRule(_Strict):
         strict=True, default=None, ge=0, le=255, description="Registers of each producer thread with this tile (absent: the "
                                                 "kernel's)")
     ctas_per_core: int | None = Field(
-        strict=True, default=None, gt=0, le=64, description="CTAs a core runs at once with this tile, where the tile is "
-        "another kernel's than the kernel's main one (e.g. a decode kernel), measured; absent: the kernel's")
+        strict=True, default=None, gt=0, le=64, description="CTAs a core runs at once with this tile, where the tile "
+        "is another kernel's than the kernel's main one (e.g. a decode kernel), measured; absent: the kernel's")
     result_latency: dict[str, Annotated[int, Field(strict=True, ge=0, le=10**6)]] = Field(
         default_factory=dict, description="Op kind -> cycles from such an op's start on this tile until its result may "
         "be read, measured with the op alone (e.g. a row reduction across warps through shared memory and "
@@ -213,7 +213,8 @@ class GridSplit(_Strict):
 
     rule: Literal["grid_target"]
     block_q: int = Field(strict=True, gt=0, le=MAX_TILE, description="Query rows per block as the rule counts them")
-    target_ctas: int = Field(strict=True, gt=0, le=1 << 20, description="The CTAs the splits fill the launch to, at most")
+    target_ctas: int = Field(strict=True, gt=0, le=1 << 20,
+                             description="The CTAs the splits fill the launch to, at most")
     max_splits: int = Field(strict=True, gt=0, le=4096)
     min_kblocks: int = Field(strict=True, gt=0, le=1 << 20, description="No split with fewer key blocks than this")
     power_of_two: bool = Field(strict=True, description="Splits are a power of two")
@@ -288,8 +289,8 @@ class DecodeRule(_Strict):
     @model_validator(mode="after")
     def _applies(self) -> DecodeRule:
         if self.one_split_tiles == "main" and isinstance(self.split_kv, str):
-            raise ValueError("one_split_tiles: main needs a wave_efficiency or grid_target split_kv rule (the rules that can "
-                             "leave a decode launch at one split)")
+            raise ValueError("one_split_tiles: main needs a wave_efficiency or grid_target split_kv rule (the rules "
+                             "that can leave a decode launch at one split)")
         return self
 
     def runs(self, queries: int, group: int) -> bool:

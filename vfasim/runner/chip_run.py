@@ -171,15 +171,16 @@ def kernel_splits(kernel: Kernel, config: HardwareConfig, head_dim: int, causal:
     """(splits, split tiles): the splits of the K/V its own rule picks (0: the chip model picks them, as
     ``fill_slots`` or ``none`` say) and whether the launch runs the kernel's split-KV (decode) tiles.
 
-    A ``wave_efficiency`` or ``grid_target`` rule decides on the kernel's own tiles (not on blocks a user gave) and, where the rule
-    says so, in prefill too; a launch of one split runs the tiles ``one_split_tiles`` names. A decode step the
+    A ``wave_efficiency`` or ``grid_target`` rule decides on the kernel's own tiles (not on blocks a user gave) and,
+    where the rule says so, in prefill too; a launch of one split runs the tiles ``one_split_tiles`` names. A decode step the
     split path does not take (``main_path``: ``DecodeRule.runs`` says no, for more queries than its ``max_queries``
     or a GQA group its ``gqa_groups`` refuses) runs the main kernel, unsplit.
     """
     rule = kernel.decode.split_kv if kernel.decode is not None else "none"
     if decode and main_path and own_tiles:
         return 1, False  # the kernel's main path: its prefill tiles, one split
-    if not isinstance(rule, (WaveSplit, GridSplit)) or not own_tiles or not (decode or rule.prefill) or config.chip is None:
+    if not isinstance(rule, (WaveSplit, GridSplit)) or not own_tiles or not (decode or rule.prefill) \
+            or config.chip is None:
         return 0, decode
     try:
         block_k = kernel.tile(head_dim, format_class(config.precision.matmul), causal, True, algo).block_k
@@ -396,8 +397,8 @@ def _scope(geo: Geometry) -> str:
 
 def launch_us(res: ChipResult, clock_ghz: float) -> dict[str, float]:
     """The latency by launch, µs: the attention kernel (its units' last end, and its wait for the L2's dirty lines,
-    ``writeback_us``), the split's combine kernel (its last end after that), the pre-pass (its own launch included), and the launch overheads charged for the others (the
-    rest)."""
+    ``writeback_us``), the split's combine kernel (its last end after that), the pre-pass (its own launch included),
+    and the launch overheads charged for the others (the rest)."""
     main = float(res.times.end.max(initial=0)) + res.writeback_cycles
     combine = float(res.combine.end.max()) - main if res.combine is not None else 0.0
     overheads = res.latency_cycles - main - combine - res.prepass_cycles

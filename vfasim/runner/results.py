@@ -151,9 +151,9 @@ class ChipFigures(TypedDict, total=False):
     attention_call_cycles: int  # the launches after the pre-pass as a call of their own: the attention kernel timed
     # alone, as a campaign times it (its launch a call's first, every dirty L2 line its own); the latency without one
     attention_call_us: float
-    launch_us: dict[str, float]  # the latency by launch: the attention kernel's CTAs (first start to last end),
-    # the split's combine kernel, the key-summary pre-pass (its own launch included) and the launch overheads the
-    # model charges for the others
+    launch_us: dict[str, float]  # the latency by launch: the attention kernel (its launch's start to its last CTA's
+    # end, and its wait for the dirty L2 lines), the split's combine kernel, the key-summary pre-pass (its own launch
+    # included) and the launch overheads the model charges for the others
     writeback_us: float  # the attention kernel's wait for the dirty L2 lines its first reads evict (hw l2.dirty_bytes)
     unit_overhead_cycles: int  # fixed cycles each unit paid beyond its ops
     unit_overhead_from: str  # tuning (the chip's flat kernel_tuning figure), scaled (the tile's cta_cycles times the
