@@ -147,6 +147,33 @@ def blind_grid(grid: tuple = BLIND1, tier: str = "blind") -> list[Case]:
     return _round_robin(out, lambda c: (c.tier, c.seq_k, c.causal), seed=3)
 
 
+def blind5_grid(grid: tuple, tier: str = "blind5") -> list[Case]:
+    """The fifth blind grid (``rows.BLIND5``): chunked prefill (head dims 64 and 128, causal and not), decode of a
+    few more queries, head dims 80 and 96, one-sequence prefill at 32K and 64K; every group gets one shape before any
+    gets a second."""
+    chunks, chunk_shapes, decode, decode_keys, queries, odd_dims, odd_seqs, odd_batches, odd_heads, long = grid
+    out = []
+    for d in (64, 128):
+        for sq, sk in chunks:
+            for b, h, hk in chunk_shapes:
+                for c in (False, True):
+                    case = Case(b, h, hk, sq, sk, d, c, f"{tier}_chunk")
+                    if 20 <= est_us(case) <= 20_000:
+                        out.append(case)
+        for sq in queries:
+            for sk in decode_keys:
+                for b, h, hk in decode:
+                    out.append(Case(b, h, hk, sq, sk, d, False, f"{tier}_decode"))
+    for d in odd_dims:
+        for n in odd_seqs:
+            for b in odd_batches:
+                for h, hk in odd_heads:
+                    for c in (False, True):
+                        out.append(Case(b, h, hk, n, n, d, c, f"{tier}_d{d}"))
+    out += [Case(1, h, hk, n, n, d, c, f"{tier}_long") for n, h, hk, d, c in long]
+    return _round_robin(out, lambda c: (c.tier, c.seq_k, c.causal), seed=5)
+
+
 def interleave(a: list[Case], b: list[Case], ratio: int = 2) -> list[Case]:
     """``ratio`` cases of ``a``, then one of ``b``, and so on (the rest of the longer list at the end)."""
     out, ia, ib = [], 0, 0
@@ -262,7 +289,8 @@ def loop_calls(q, k, v, causal: bool) -> dict[str, callable]:
 # ---- correctness checks ---------------------------------------------------------------------------------
 CHECK_PREFILL = (Case(1, 4, 4, 1000, 1000, 0, True, "check"), Case(2, 4, 1, 1000, 1000, 0, False, "check"),
                  Case(1, 2, 2, 257, 257, 0, True, "check"), Case(1, 8, 2, 512, 512, 0, False, "check"),
-                 Case(1, 4, 4, 300, 300, 0, False, "check"))
+                 Case(1, 4, 4, 300, 300, 0, False, "check"), Case(1, 4, 2, 300, 1000, 0, True, "check"),
+                 Case(2, 4, 4, 200, 777, 0, False, "check"))  # the last two: a chunk of queries against a longer K/V
 CHECK_DECODE = (Case(2, 8, 2, 1, 1000, 0, False, "check"), Case(2, 8, 8, 4, 777, 0, True, "check"),
                 Case(1, 4, 1, 4, 2048, 0, False, "check"))
 

@@ -52,6 +52,17 @@ BLIND3 = ((896, 1792, 2800, 4608, 9216, 14336), (3, 10, 40), ((28, 4), (48, 8), 
 BLIND4 = ((768, 1280, 3200, 5120, 12288, 18000), (2, 5, 16), ((32, 2), (56, 8), (20, 20), (14, 2)),
           ((2, 32, 2), (24, 56, 8), (6, 20, 20)), (6000, 24000, 60000), (1, 2), (256,),
           ((3200, 5, (14, 2)), (12288, 2, (32, 2))))
+#: a fifth blind grid (``attention.blind5_grid(BLIND5)``), measured after prefill of fewer queries than keys joined the
+#: model, in regimes no grid held: a chunk of queries against a longer K/V (chunked prefill; (queries, keys) by (batch,
+#: heads, K/V heads), non-causal, and causal for the project's Triton kernels, whose mask aligns the queries with the
+#: last keys), decode of 8 and 16 queries (speculative decoding; (batch, heads, K/V heads) by K/V length), head dims
+#: 80 and 96 at blind shapes (SDPA only), and one-sequence prefill at 32K and 64K
+BLIND5 = (((256, 4096), (512, 12000), (1024, 8192), (2000, 30000), (3072, 16384)),
+          ((1, 32, 8), (4, 16, 16), (8, 40, 8), (2, 64, 8)),
+          ((4, 32, 8), (16, 40, 8), (64, 8, 8)), (3000, 12000, 50000), (8, 16),
+          (80, 96), (1536, 6000), (2, 8), ((32, 8), (24, 24)),
+          ((32768, 40, 8, 128, True), (32768, 24, 8, 128, False), (32768, 16, 16, 64, True),
+           (65536, 8, 1, 128, True)))
 BOOLS = ("true", "false")
 
 

@@ -691,3 +691,29 @@ def test_a_calls_kernels_are_read_after_its_flush_and_sleep_and_refused_when_the
     with pytest.raises(ValueError, match="start_us"):
         R.CALLS.check_row({**{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in row.items()},
                            "start_us": "-1"}, "row 1")
+
+
+def test_the_fifth_blind_grid_holds_regimes_and_shapes_no_campaign_measured():
+    """rows.BLIND5 as attention.blind5_grid lays it out (torch and triton stubbed: the grid needs neither):
+    chunked prefill causal and not, 8- and 16-query decode, head dims 80 and 96, 32K and 64K, none of it measured."""
+    code = ("import json, sys\nfrom unittest.mock import MagicMock\n"
+            "for m in ('torch', 'triton', 'triton.language'):\n    sys.modules[m] = MagicMock()\n"
+            "from harness.attention import blind5_grid\nfrom harness.rows import BLIND5\n"
+            "print(json.dumps([[c.head_dim, c.causal, c.seq_k, c.seq_q, c.batch, c.heads, c.kv_heads, c.mode]"
+            " for c in blind5_grid(BLIND5)]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    cases = json.loads(done.stdout)
+    shapes = {tuple(str(v).lower() for v in c[:7]) for c in cases}
+    assert len(shapes) == len(cases) == 150
+    chunks = [c for c in cases if c[7] == "prefill" and c[3] < c[2]]
+    assert {c[1] for c in chunks} == {True, False} and len(chunks) == 78
+    assert {c[3] for c in cases if c[7] == "decode"} == {8, 16}
+    assert {80, 96} <= {c[0] for c in cases} and {32768, 65536} <= {c[2] for c in cases}
+    measured = set()
+    for path in (ROOT / "validation").glob("*/attention.csv"):
+        if path.parent.name.startswith("blind_grid5_"):
+            continue
+        with path.open(newline="") as f:
+            measured |= {(r["head_dim"], r["causal"], r["seq_len"], r["seq_len_q"], r["batch"], r["heads"],
+                          r["kv_heads"]) for r in csv.DictReader(f)}
+    assert not shapes & measured

@@ -352,3 +352,30 @@ def test_validate_without_the_cache_keeps_no_run():
     rows = [r for r in load_rows() if modelled(r) and r.chip == "H100-SXM5-80GB" and r.seq_len <= 512][:2]
     predict_tiers(rows, [{}], cache=False)
     assert not run_store().folder.exists()
+
+
+def test_a_chunk_of_queries_against_a_longer_kv_runs_as_the_last_queries_of_the_keys():
+    """Chunked prefill (fewer queries than keys): the model's decode convention with that many queries, on the tiles
+    the kernel's decode path names for them (Triton's decode tile up to 16 queries, its prefill tile beyond)."""
+    import dataclasses
+
+    import vfasim
+    from vfasim.validate import Row, row_group, table_row
+
+    base = table_row("x/attention.csv", {"chip": "H200", "kernel": "triton_fa2", "dtype": "fp16", "head_dim": "128",
+                                         "causal": "true", "seq_len": "1000", "seq_len_q": "300", "batch": "1",
+                                         "heads": "4", "kv_heads": "2", "mode": "prefill", "metric": "latency",
+                                         "value": "50", "unit": "us"})
+    assert isinstance(base, Row) and base.chunk and why_not(base) == "" and row_group(base)[3] == "chunked"
+    (p,) = predict_all([base])
+    run = vfasim.run("H200", "fa2", kernel="triton", seq_len=1000, queries=300, decode=True, causal=True, heads=4,
+                     kv_heads=2, matmul_format="fp16")
+    assert p.predicted == pytest.approx(run.latency_us, rel=1e-9)
+    assert run.shape["block_q"] == 128  # more than max_queries (16): the prefill tile, not the 16-row decode tile
+    few = vfasim.run("H200", "fa2", kernel="triton", seq_len=1000, queries=16, decode=True, causal=False, heads=4,
+                     kv_heads=2, matmul_format="fp16")
+    assert few.shape["block_q"] == 16
+    sdpa = dataclasses.replace(base, kernel="sdpa_flash")
+    assert "SDPA aligns is_causal top left" in why_not(sdpa)  # its mask would differ from the model's
+    assert why_not(dataclasses.replace(sdpa, causal=False)) == ""
+    assert why_not(dataclasses.replace(base, seq_len_q=2000)) == "prefill with more queries than keys"

@@ -114,6 +114,12 @@ class Row:
     spread_pct: float | None = None  # measured campaigns: (p80 - p20) / median of the repetitions, percent
 
     @property
+    def chunk(self) -> bool:
+        """A prefill of fewer queries than keys (a chunk of a longer sequence, or cross attention): the model runs it
+        as its decode convention does, the queries the last of the keys' positions."""
+        return not self.decode and self.seq_len_q < self.seq_len
+
+    @property
     def campaign(self) -> bool:
         """A row of a measurement campaign (validation/<campaign>/attention.csv) rather than a published table."""
         return "/" in self.table
@@ -175,21 +181,30 @@ def why_not(row: Row) -> str:
         return "no kernel description"
     if row.dtype not in FORMATS:
         return "unknown format"
+    if row.seq_len_q > row.seq_len:
+        return "prefill with more queries than keys"
+    if row.chunk and kernel.decode is None:
+        return "prefill with fewer queries than keys on a kernel described without a decode path"
+    if row.chunk and row.causal and not row.kernel.startswith("triton_"):
+        return "causal prefill of fewer queries than keys outside the Triton kernels (SDPA aligns is_causal top left)"
+    split = kernel.decode is not None and kernel.decode.runs(row.seq_len_q, row.heads // row.kv_heads)
     try:
         kernel.tile(kernel.compute_head_dim(row.head_dim), format_class(MATMUL_FORMATS[FORMATS[row.dtype]]),
-                    row.causal, row.decode, ROW_RUNS.get(row.kernel, ("fa2", "all"))[0])
+                    row.causal, row.decode or (row.chunk and split), ROW_RUNS.get(row.kernel, ("fa2", "all"))[0])
     except ValueError as exc:
         return str(exc)
     if row.spread_pct is not None and row.spread_pct > UNSTABLE_SPREAD_PCT:
         return f"unstable measurement (spread above {UNSTABLE_SPREAD_PCT:g}%)"
-    return "" if row.decode or row.seq_len_q == row.seq_len else "prefill with fewer queries than keys"
+    return ""
 
 
 def modelled(row: Row) -> bool:
-    """A row the model can run: known chip, kernel style and format, and (prefill) as many queries as keys.
+    """A row the model can run: known chip, kernel style and format, and (prefill) no more queries than keys.
 
-    The model's prefill has seq_len_q = seq_len; a shorter query block against a longer K/V in one
-    prefill launch (the PTO JIT rows) is not modelled.
+    A prefill of fewer queries than keys runs as the model's decode convention does (the queries the last of the
+    keys' positions; a causal mask aligned with them, as the project's Triton kernels align it), on kernels whose
+    description has a decode path (which says which tiles such a launch runs); more queries than keys is not
+    modelled.
     """
     return why_not(row) == ""
 
@@ -249,10 +264,10 @@ def launch(row: Row, config: HardwareConfig | None = None, kernel: Kernel | None
         raise VfasimError(f"no kernel description predicts {row.kernel} rows")
     algo = ROW_RUNS.get(row.kernel, ("fa2", "all"))[0]
     data = DEFAULTS["workload"] if data_independent(policy_for(algo)) else MEASURED_INPUTS  # no data: the default
+    few = row.decode or row.chunk  # fewer queries than keys: the last seq_len_q of the keys' positions
     inputs: dict[str, Any] = dict(seq_len=row.seq_len, head_dim=row.head_dim, causal=row.causal, heads=row.heads,
-                                  kv_heads=row.kv_heads, batch=row.batch, decode=row.decode,
-                                  queries=row.seq_len_q if row.decode else 1, matmul_format=FORMATS[row.dtype],
-                                  workload=data)
+                                  kv_heads=row.kv_heads, batch=row.batch, decode=few,
+                                  queries=row.seq_len_q if few else 1, matmul_format=FORMATS[row.dtype], workload=data)
     key = ("validate run", hw.digest(), k.digest(), algo, *sorted(inputs.items()))
 
     def made() -> Launch:
@@ -406,8 +421,9 @@ def chip_name(row: Row) -> str:
 
 
 def row_group(r: Row) -> tuple[str, str, str, str]:
-    """(chip, kernel, format, mode): FP8 and decode rows are reported apart from FP16 prefill."""
-    return CHIPS.get(r.chip, r.chip), r.kernel, FORMATS.get(r.dtype, r.dtype), "decode" if r.decode else "prefill"
+    """(chip, kernel, format, mode): FP8, decode and chunked-prefill rows are reported apart from FP16 prefill."""
+    mode = "decode" if r.decode else "chunked" if r.chunk else "prefill"
+    return CHIPS.get(r.chip, r.chip), r.kernel, FORMATS.get(r.dtype, r.dtype), mode
 
 
 def group_key(p: Prediction) -> tuple[str, str, str, str, str]:
