@@ -24,7 +24,7 @@ from pathlib import Path
 
 from vfasim.hw import load_hw
 from vfasim.report.tables import write_table
-from vfasim.validate import chip_name, load_rows, modelled, predict_tiers, spec_only
+from vfasim.validate import chip_name, load_rows, modelled, predict_tiers, row_group, spec_only
 
 HERE = Path(__file__).resolve().parent
 COLUMNS = ("campaign", "kernel", "mode", "dtype", "rows", "tier1_mape", "tier1_mean_error", "tier2_mape",
@@ -42,7 +42,7 @@ def blind_rows(max_rows: int | None = None, prefixes: tuple[str, ...] = ("blind_
 
 
 def _group(r) -> tuple[str, str, str, str]:
-    return r.table.split("/")[0], r.kernel, "decode" if r.decode else "prefill", r.dtype
+    return r.table.split("/")[0], r.kernel, row_group(r)[3], r.dtype
 
 
 def _line(key: tuple[str, str, str, str], errors: list[tuple[float, float]]) -> dict:
