@@ -243,6 +243,19 @@ def test_fa2s_uneven_mask_figure_is_the_least_error_of_its_neighbours_on_its_cal
     assert scored[0][1] > 3 * scored[2][1]  # one operation an element (the even code's) misses those rows by far more
 
 
+def test_cudnns_bounds_mask_figure_meets_the_measured_ratio_of_its_calibration_pairs():
+    study = _script("real_chips", "bounds_mask")
+    from vfasim.kernel import load_kernel
+    rows = study.calibration_rows(64)
+    matched = study.pairs(rows, 128)
+    assert [(a.seq_len, b.seq_len) for a, b in matched] == [(1000, 1024), (3000, 3072)]  # as many key blocks
+    assert all(a.value > 1.1 * b.value for a, b in matched)  # measured: the off-block length takes longer
+    shipped = load_kernel("cudnn").tile(64, "16bit", False).bounds_mask_work
+    gap_none, _ = study.score(rows, matched, None, 64, jobs=1)
+    gap, _ = study.score(rows, matched, shipped, 64, jobs=1)
+    assert gap < 0.01 < 0.1 < gap_none  # the model without the figure runs both alike
+
+
 def test_block_cycles_reads_a_key_blocks_cost_from_the_stamps(tmp_path):
     study = _script("real_chips", "block_cycles")
     rows = {(r["mode"], r["format"], r["head_dim"], r["mask"]): r for r in study.block_costs(list(study.TABLES))}

@@ -452,6 +452,28 @@ def test_fa2s_uneven_causal_code_masks_one_more_block_and_prices_its_masks_at_th
     assert given.chip["units"] == own.chip["units"] and given.latency_cycles < own.latency_cycles
 
 
+def test_cudnns_bounds_check_masks_every_key_block_where_the_kv_length_is_off_them():
+    # kernels/cudnn.yaml bounds_mask_work (validation/edges_h100_2026_11): without a causal mask, a K/V length that is
+    # not a whole number of 128-key blocks masks every block at the tile's figure; a whole number, a causal mask, or a
+    # tile without the figure mask only what the keys' end or the diagonal hides
+    cudnn = load_kernel("cudnn")
+    rule = cudnn.tile(64, "16bit", False)
+    assert rule.bounds_mask_work == 2.0 and cudnn.tile(128, "16bit", False).bounds_mask_work is None
+    assert [cudnn.bounds_masked(rule, c, n) for c, n in ((False, 3000), (False, 3072), (True, 3000))] == \
+        [True, False, False]
+    kw = dict(kernel="cudnn", head_dim=64, heads=8, batch=4, causal=False, numerics_heads=0)
+    off, on = (vfasim.run("H200", "fa2", seq_len=n, **kw) for n in (3000, 3072))
+    # ops: each kind's cycles; the mask on every tile at two operations an element, the scale at one
+    assert off.chip["units"] == on.chip["units"] and off.ops["mask"] > 1.8 * off.ops["scale"]
+    assert on.ops.get("mask", 0) == 0 and off.latency_cycles > 1.08 * on.latency_cycles
+    plain = cudnn.model_copy(update={"tiles": [t.model_copy(update={"bounds_mask_work": None}) for t in cudnn.tiles]})
+    last = vfasim.run("H200", "fa2", seq_len=3000, **{**kw, "kernel": plain})
+    assert 0 < last.ops["mask"] < 0.1 * off.ops["mask"] and last.latency_cycles < 1.02 * on.latency_cycles
+    causal = [vfasim.run("H200", "fa2", seq_len=3000, **{**kw, "causal": True, "kernel": k}).latency_cycles
+              for k in (cudnn, plain)]
+    assert causal[0] == causal[1]
+
+
 def test_the_triton_kernels_fa2_walk_pays_its_masked_blocks_loop_in_fp8_causal_launches():
     # harness/kernels.py: fa2 walks its masked blocks in a loop of their own, vfa in one loop with the rest; each CTA
     # of a causal fp8 launch of fa2 pays the tile's masked_loop_cycles (validation/dispatch_fp8_h100_2026_11)

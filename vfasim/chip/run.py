@@ -108,6 +108,7 @@ class Geometry:
     main_path: bool = False  # a decode step the kernel's main (prefill) kernel runs (``DecodeRule.runs``)
     uneven: bool = False  # the launch runs the kernel's uneven code (``Kernel.uneven``)
     masked_loop: bool = False  # a causal launch whose CTAs walk their masked blocks in a loop of their own
+    bounds_masked: bool = False  # every key block masked at the tile's bounds_mask_work (``Kernel.bounds_masked``)
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
                           f"measured cta_cycles, and kernel {kernel.name}'s tile (block_q {rule.block_q}, block_k "
                           f"{rule.block_k}) gives none; give the tile its cta_cycles or the chip a flat "
                           "unit_overhead_cycles")
-    mask_work = kernel.causal_mask_work(rule, geo.uneven) if geo.causal else 1.0
+    mask_work = kernel.causal_mask_work(rule, geo.uneven) if geo.causal else \
+        rule.bounds_mask_work if geo.bounds_masked and rule.bounds_mask_work is not None else 1.0
     core = tuned_core(replace_buffers(hw, kernel.score_buffers), tuning, kernel, mask_work)
     streams = occupancy(kernel, rule, shape, chip.core_limits)
     group = kernel.streams_per_cta(rule) if geo.n_qblocks > 1 or kernel.pad_streams else 1

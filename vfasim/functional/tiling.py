@@ -11,7 +11,8 @@ Assumptions:
 - A tile is masked where the mask hides some entry of it, and under a causal
   mask also where it is one of its query block's last ``mask_steps`` visible
   key blocks (a kernel whose source runs a fixed count of masked iterations per
-  query block, FlashAttention-2's ``n_masking_steps``).
+  query block, FlashAttention-2's ``n_masking_steps``), and every tile where
+  ``mask_all`` says so (a kernel that checks the K/V bounds in each iteration).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Tiling:
     heads: int = 1
     kv_heads: int = 1
     mask_steps: int = 0  # causal: each query block's last mask_steps visible key blocks are masked (0: as needed)
+    mask_all: bool = False  # every tile is masked (a kernel's bounds check in each iteration)
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "kv_len", "head_dim", "block_q", "block_k", "heads", "kv_heads"):
@@ -98,7 +100,9 @@ class Tiling:
 
     def tile_needs_mask(self, qblock: np.ndarray, kblock: np.ndarray) -> np.ndarray:
         """True where some entry of tile (qblock, kblock) is hidden, or (causal) it is one of its query block's last
-        ``mask_steps`` visible key blocks."""
+        ``mask_steps`` visible key blocks; everywhere with ``mask_all``."""
+        if self.mask_all:
+            return np.ones(np.broadcast(qblock, kblock).shape, dtype=bool)
         first_pos = qblock * self.block_q + (self.kv_len - self.seq_len)
         last_key = (kblock + 1) * self.block_k - 1
         past_end = last_key >= self.kv_len

@@ -104,6 +104,11 @@ class TileRule(_Strict):
         default=None, gt=0, le=1e3, allow_inf_nan=False, strict=True, description="The kernel's mask_work in a causal "
         "launch of its uneven code with this tile (causal_masking: trailing_steps), measured against its even code; "
         "absent: mask_work")
+    bounds_mask_work: float | None = Field(
+        default=None, gt=0, le=1e3, allow_inf_nan=False, strict=True, description="Vector operations per score element "
+        "with which a launch without a causal mask masks every key block where its K/V length is not a whole number "
+        "of this tile's key blocks (a bounds check in each iteration, not only the last block's), measured against "
+        "whole blocks; absent: only the last block is masked, at mask_work")
     masked_loop_cycles: int | None = Field(
         strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of a causal launch of this tile pays "
         "to walk its masked blocks in a loop of their own (an algorithm the kernel's masked_loop_apart names), "
@@ -504,6 +509,11 @@ class Kernel(_Strict):
         if self.causal_masking != "trailing_steps":
             return 0
         return -(-rule.block_q // rule.block_k) + int(uneven)
+
+    def bounds_masked(self, rule: TileRule, causal: bool, kv_len: int) -> bool:
+        """True where a launch without a causal mask masks every key block (``bounds_mask_work``): its K/V length is
+        not a whole number of the tile's key blocks."""
+        return not causal and rule.bounds_mask_work is not None and kv_len % rule.block_k != 0
 
     def causal_mask_work(self, rule: TileRule, uneven: bool) -> float:
         """Vector operations per score element of a causal launch's masked iteration with this tile."""

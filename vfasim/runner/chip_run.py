@@ -96,25 +96,26 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
         rule = rule.model_copy(update={"block_cycles": {}})
     uneven = own and k.uneven(rule, head_dim, n_q, seq_len)
     steps = k.mask_steps(rule, uneven) if own else 0
+    bounds = own and k.bounds_masked(rule, causal, seq_len)  # every key block masked (Kernel.bounds_masked)
     tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
-    t = Tiling(*tiling_args, heads, kv_heads, steps)
+    t = Tiling(*tiling_args, heads, kv_heads, steps, bounds)
     rows = group if packs else n_q
     unit_args = (rows, seq_len, head_dim, min(block_q, rows), block_k, causal and group == 1) if decode \
         else tiling_args
-    tu = Tiling(*unit_args, heads // group, kv_heads, steps)
+    tu = Tiling(*unit_args, heads // group, kv_heads, steps, bounds)
     sample = sampled_kv_heads(policy, batch, tu)
     _check_size(config, policy, batch, heads // group, kv_heads, group, tu, splits, sample)
     trace, representative = _trace(policy, precision, unit_args, batch, heads // group, kv_heads, inputs.seed,
                                    inputs.workload, decode, queries, group, options.lam,
                                    pad_to=block_q if decode else 0, o_in_place=config.o_in_place, sample=sample,
-                                   v_before_skip_test=k.v_before_skip_test, mask_steps=steps)
+                                   v_before_skip_test=k.v_before_skip_test, mask_steps=steps, mask_all=bounds)
     compute_dim = k.compute_head_dim(head_dim)
     trace = _padded_compute(trace, head_dim, compute_dim)
     if k.q_reread:
         trace = _q_with_every_key_block(trace)
     geo = Geometry(batch, heads // group, kv_heads, tu.n_qblocks, tu.n_kblocks, decode, causal,
                    _flops(t) * batch, representative, seq_len, splits, rows, sample, policy.minit, main_path,
-                   uneven, masked_loop=causal and own and algo in k.masked_loop_apart)
+                   uneven, masked_loop=causal and own and algo in k.masked_loop_apart, bounds_masked=bounds)
     tile = dataclasses.replace(tu, block_q=block_q, head_dim=compute_dim)  # whole rows, valid or not; padded columns
     res = simulate_chip(trace, config, k, rule, geo, _shape(tile, precision), dispatch, inputs.schedule,
                         samples=inputs.trace_out is not None)
@@ -232,26 +233,27 @@ def sampled_kv_heads(policy: Policy, batch: int, tu: Tiling) -> int:
 def _trace(policy: Policy, precision: Precision, tiling_args: TilingArgs, batch: int, heads: int, kv_heads: int,
            seed: int, workload: str, decode: bool, queries: int, packed: int,
            lam: float, pad_to: int = 0, o_in_place: bool = False, sample: int = 0,
-           v_before_skip_test: bool = False, mask_steps: int = 0) -> tuple[Trace, bool]:
+           v_before_skip_test: bool = False, mask_steps: int = 0, mask_all: bool = False) -> tuple[Trace, bool]:
     """(trace, representative): a group's representative heads without data, or every head (``sample`` > 0: the
     representative heads of that many K/V heads) through the engine, on ``workload``'s data.
 
     ``packed`` > 1: each of the ``heads`` (= K/V heads) rows holds ``packed`` query heads. ``pad_to`` > 0 (a
     decode tile's rows): the trace computes whole tiles of that many rows, as the MMAs and the softmax of a real
     tile do whatever rows are valid (the engine pads the queries with zero rows, which its skip test leaves out).
-    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them; ``mask_steps`` as ``Tiling`` does.
+    ``o_in_place`` and ``v_before_skip_test`` as ``run_engine`` takes them; ``mask_steps`` and ``mask_all`` as ``Tiling`` does.
     Inside a ``reuse`` scope each trace is made once per key: a representative trace per its tiling, policy, precision, decode and O accumulation,
     everything ``trace_only`` reads; an engine trace per ``_engine_trace``'s arguments, everything it reads.
     """
     group = heads // kv_heads
     rows = -(-tiling_args[0] // pad_to) * pad_to if pad_to else tiling_args[0]
     if data_independent(policy):
-        padded = Tiling(rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:], 1, 1, mask_steps)
+        padded = Tiling(rows, *tiling_args[1:3], pad_to or tiling_args[3], *tiling_args[4:], 1, 1, mask_steps,
+                        mask_all)
         trace = cached(("representative trace", padded, policy, repr(precision), decode, o_in_place),
                        lambda: trace_only(padded, policy, precision, decode=decode, o_in_place=o_in_place))
         return _predicated(trace, tiling_args[0], rows), True
     n_heads, n_kv = (sample * representative_heads(group), sample) if sample else (heads * batch, kv_heads * batch)
-    t = Tiling(*tiling_args[:3], pad_to or tiling_args[3], *tiling_args[4:], n_heads, n_kv, mask_steps)
+    t = Tiling(*tiling_args[:3], pad_to or tiling_args[3], *tiling_args[4:], n_heads, n_kv, mask_steps, mask_all)
     args = (t, policy, precision, seed, workload, decode, queries, packed, lam, o_in_place, v_before_skip_test)
     trace = cached(("engine trace", *args[:2], repr(precision), *args[3:]), lambda: _engine_trace(*args))
     return _predicated(trace, tiling_args[0], rows), False

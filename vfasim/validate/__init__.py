@@ -132,10 +132,10 @@ class Row:
 
     @property
     def heldout_always(self) -> bool:
-        """A transcribed table, a kernel the descriptions only predict (``predicts``), one of ``HELD_OUT_KERNELS`` or
-        a campaign of ``HELD_OUT_CAMPAIGNS``: never a fit row."""
+        """A transcribed table, a kernel the descriptions only predict (``predicts``), one of ``HELD_OUT_KERNELS``, a
+        campaign of ``HELD_OUT_CAMPAIGNS`` or a blind one (measured after the fit): never a fit row."""
         return self.table in UNVERIFIED_TABLES or self.kernel in kernels_predicted_only() or \
-            self.kernel in HELD_OUT_KERNELS or self.table.startswith(HELD_OUT_CAMPAIGNS)
+            self.kernel in HELD_OUT_KERNELS or self.table.startswith((*HELD_OUT_CAMPAIGNS, BLIND_PREFIX))
 
     @property
     def blind(self) -> bool:
