@@ -63,6 +63,12 @@ BLIND5 = (((256, 4096), (512, 12000), (1024, 8192), (2000, 30000), (3072, 16384)
           (80, 96), (1536, 6000), (2, 8), ((32, 8), (24, 24)),
           ((32768, 40, 8, 128, True), (32768, 24, 8, 128, False), (32768, 16, 16, 64, True),
            (65536, 8, 1, 128, True)))
+#: a sixth blind grid (``attention.blind_grid(BLIND6)``), measured after the H200's own L2 size and cuDNN's bounds check
+#: joined the model: other lengths (most off the 128-key blocks), batches (3-24) and head configs (24/3 and 44/4, GQA
+#: 8:1 and 11:1; 12/4 and 30/30), head dim 256 at two shapes, decode of 1 and 6 queries at K/V lengths no grid used
+BLIND6 = ((1100, 2500, 4000, 7777, 9000, 15000), (3, 12, 24), ((24, 3), (44, 4), (12, 4), (30, 30)),
+          ((3, 24, 3), (20, 44, 4), (40, 12, 4)), (2500, 20000, 70000), (1, 6), (256,),
+          ((2500, 12, (24, 3)), (7777, 3, (12, 4))))
 BOOLS = ("true", "false")
 
 
