@@ -236,11 +236,16 @@ def test_a_run_says_whether_measurements_cover_it(capsys):
     from vfasim.validate import CHIPS, coverage, load_rows
 
     assert load_rows("H200") == [r for r in load_rows() if CHIPS.get(r.chip) == "H200"]  # what coverage reads
-    assert coverage("H100-SXM", "fa2", False, 4096, 128, "fp16")[0]
-    assert not coverage("H200", "fa3", True, 16384, 128, "bf16")[0]  # H200's decode rows are fp8 only
-    inside, note = coverage("H100-SXM", "triton", False, 100_000, 64, "fp16")
+    from vfasim.validate import run_mode
+
+    assert coverage("H100-SXM", "fa2", "prefill", 4096, 128, "fp16")[0]
+    assert not coverage("H200", "fa3", "decode", 16384, 128, "bf16")[0]  # H200's decode rows are fp8 only
+    assert [run_mode(True, 16), run_mode(True, 17), run_mode(False, 1)] == ["decode", "chunked", "prefill"]
+    assert coverage("H200", "triton", "chunked", 8192, 128, "fp16")[0]  # validation/blind_grid5_h200_2026_11
+    assert not coverage("H100-SXM", "triton", "chunked", 8192, 128, "fp16")[0]  # no H100 chunk was measured
+    inside, note = coverage("H100-SXM", "triton", "prefill", 100_000, 64, "fp16")
     assert not inside and note.startswith("outside the measured range") and "seq 256-16384" in note
-    assert coverage("B200", "fa4", False, 1024, 128, "fp16") == (
+    assert coverage("B200", "fa4", "prefill", 1024, 128, "fp16") == (
         False, "outside the measured range: no shipped measurement of kernel fa4 fp16 prefill on B200")
     assert main(["run", "--hw", "B200", "--algo", "fa2", "--kernel", "fa4", "--seq-len", "512", "--heads", "2"]) == 0
     assert "note: outside the measured range" in capsys.readouterr().err

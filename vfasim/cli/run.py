@@ -223,12 +223,12 @@ def _core_block_q(args: argparse.Namespace) -> int:
 
 def _coverage(doc: dict) -> dict:
     from vfasim.hw import load_hw
-    from vfasim.validate import TABLE_FORMATS, coverage
+    from vfasim.validate import TABLE_FORMATS, coverage, run_mode
 
     shape = doc["shape"]
     fmt = doc["spec"]["matmul_format"] or TABLE_FORMATS.get(load_hw(doc["spec"]["hw"]).precision.matmul, "")
-    inside, note = coverage(doc["hw"], doc["options"]["kernel"], shape["decode"], shape["kv_len"], shape["head_dim"],
-                            fmt)
+    mode = run_mode(shape["decode"], doc["spec"]["queries"])
+    inside, note = coverage(doc["hw"], doc["options"]["kernel"], mode, shape["kv_len"], shape["head_dim"], fmt)
     return {"inside": inside, "note": note}
 
 

@@ -457,13 +457,23 @@ def mape(preds: list[Prediction]) -> float | None:
 
 
 
-def coverage(chip: str, kernel: str, decode: bool, seq_len: int, head_dim: int, fmt: str) -> tuple[bool, str]:
-    """(inside, one line): whether shipped measurements of this built-in chip and kernel cover a run's mode,
-    matmul format (``fp16``, ``bf16``, ``fp8_e4m3``, ...), sequence length and head dim. A run outside them is a
-    prediction the model was never checked on."""
-    mode = f"{fmt} {'decode' if decode else 'prefill'}"
-    mine = [r for r in load_rows(chip) if r.decode == decode and modelled(r)
+#: a step of at most this many queries against a longer K/V is a decode step, more a chunk (the tables' mode column)
+DECODE_QUERIES = 16
+
+
+def run_mode(decode: bool, queries: int) -> str:
+    """A run's mode as the tables name theirs (``row_group``): decode, chunked (more queries against a longer K/V) or
+    prefill."""
+    return ("decode" if queries <= DECODE_QUERIES else "chunked") if decode else "prefill"
+
+
+def coverage(chip: str, kernel: str, mode: str, seq_len: int, head_dim: int, fmt: str) -> tuple[bool, str]:
+    """(inside, one line): whether shipped measurements of this built-in chip and kernel cover a run's mode
+    (``run_mode``), matmul format (``fp16``, ``bf16``, ``fp8_e4m3``, ...), K/V length and head dim. A run outside
+    them is a prediction the model was never checked on."""
+    mine = [r for r in load_rows(chip) if row_group(r)[3] == mode and modelled(r)
             and FORMATS[r.dtype] == fmt and (k := kernel_for(r.kernel)) is not None and k.name == kernel]
+    mode = f"{fmt} {mode}"
     if not mine:
         return False, f"outside the measured range: no shipped measurement of kernel {kernel} {mode} on {chip}"
     seqs, dims = [r.seq_len for r in mine], sorted({r.head_dim for r in mine})
