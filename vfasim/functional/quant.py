@@ -164,12 +164,13 @@ def round_nearest_even(x: np.ndarray, mant_bits: int, emin: int, emax_: int | No
     return round_with_top(x, mant_bits, emin, emax_)[0]
 
 
-def round_with_top(x: np.ndarray, mant_bits: int, emin: int,
-                   emax_: int | None = None) -> tuple[np.ndarray, int]:
+def round_with_top(x: np.ndarray, mant_bits: int, emin: int, emax_: int | None = None,
+                   out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """(``round_nearest_even``'s result, the largest biased float32 exponent field in ``x``).
 
     The exponent is 255 when ``x`` holds an Inf or NaN, so one integer compare tells a
-    caller whether anything can have left the format's range.
+    caller whether anything can have left the format's range. ``out``: a float32 array of
+    ``x``'s shape to write the result into (``x`` itself, to round in place).
     """
     x = np.asarray(x, dtype=np.float32)
     bits = x.view(np.int32)
@@ -181,15 +182,17 @@ def round_with_top(x: np.ndarray, mant_bits: int, emin: int,
     np.clip(c, np.int32((emin + 127) << 23), _EXPONENT_BITS if emax_ is None else np.int32((emax_ + 128) << 23),
             out=c)
     c += np.int32(((23 - mant_bits) << 23) | 0x400000)
-    out = np.empty_like(x)
+    # x + C - C has x's sign unless it is +0: a negative x that rounds to zero (at most half the grid's
+    # smallest step, -0 included) needs its sign back. As int32 a negative float lies below every other
+    # value, and the smaller its magnitude the lower, so the lowest int32 tells whether one is there.
+    half_step = np.float32(2.0 ** (emin - mant_bits - 1)).view(np.int32)
+    signs = np.bitwise_and(bits, _SIGN_BIT) if bits.size and int(bits.min()) <= _SIGN_BIT + half_step else None
+    out = np.empty_like(x) if out is None else out
     with np.errstate(invalid="ignore"):  # a signalling NaN, or inf - inf past the range
         np.add(x, c.view(np.float32), out=out)
         np.subtract(out, c.view(np.float32), out=out)
-    # x + C - C has x's sign unless it is +0, so only a negative x (or -0) can need its sign back:
-    # OR-ing the sign bit in is copysign at a third of its cost, and skipped when no sign bit is set
-    if bits.size and int(bits.min()) < 0:
-        np.bitwise_and(bits, _SIGN_BIT, out=c)
-        out.view(np.int32)[...] |= c
+    if signs is not None:  # OR-ing the sign bit in is copysign at a third of its cost
+        out.view(np.int32)[...] |= signs
     return out, top
 
 
