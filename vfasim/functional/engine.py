@@ -290,8 +290,8 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
     def _scores(self, act: np.ndarray, kb: np.ndarray) -> np.ndarray:
         t = self.t
         raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
-        with np.errstate(over="ignore"):
-            scores = self.vr(self.vr(raw) * self.scale)
+        with np.errstate(over="ignore"):  # raw is rounded, scaled and rounded in place
+            scores = self.vr(np.multiply(self.vr(raw, out=raw), self.scale, out=raw), out=raw)
         if not all_finite(scores):
             overflowed = np.isinf(scores)
             self.counts.add(score_overflow=int(np.count_nonzero(overflowed)))
