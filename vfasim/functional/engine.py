@@ -36,7 +36,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from vfasim.errors import VfasimError
-from vfasim.functional.arrays import all_finite, blocks, per_row, rowmax, unblock
+from vfasim.functional.arrays import all_finite, blocks, per_row, rowmax, tile_matmul, unblock
 from vfasim.functional.emit import TraceEmitters
 from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
 from vfasim.functional.precision import Precision
@@ -277,7 +277,7 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         rounding are monotone, so a row's largest visible product gives its largest score, the same value (a
         zero's sign aside, which no decision reads). Products holding NaN take the long way."""
         t = self.t
-        raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
+        raw = tile_matmul(self.qb[act], self.kb, self.kv_head[act], kb, transpose=True)
         needs = t.tile_needs_mask(self.qblock[act], kb)
         if needs.any():
             raw[needs] = np.where(t.visible(self.qblock[act[needs]], kb[needs]), raw[needs], -np.inf)
@@ -289,7 +289,7 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
 
     def _scores(self, act: np.ndarray, kb: np.ndarray) -> np.ndarray:
         t = self.t
-        raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
+        raw = tile_matmul(self.qb[act], self.kb, self.kv_head[act], kb, transpose=True)
         with np.errstate(over="ignore"):  # raw is rounded, scaled and rounded in place
             scores = self.vr(np.multiply(self.vr(raw, out=raw), self.scale, out=raw), out=raw)
         if not all_finite(scores):

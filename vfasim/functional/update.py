@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vfasim.functional.arrays import all_finite, rescaled
+from vfasim.functional.arrays import all_finite, rescaled, tile_matmul
 from vfasim.functional.precision import Precision, Rounding
 from vfasim.functional.results import ROW_FLAGS, Counts
 
@@ -45,7 +45,7 @@ class SoftmaxUpdate:
         p_mm, p_over, p_under = self.p_prec.to_matmul(p, "p", -1)
         o_old = self.o[rows]
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
-            pv = np.matmul(p_mm, self.vb[self.kv_head[rows], kb])
+            pv = tile_matmul(p_mm, self.vb, self.kv_head[rows], kb)
             sr(pv, out=pv)
             o_new = sr(np.add(rescaled(o_old, alpha, sr), pv, out=pv), out=pv)
         p_inf = None if all_finite(p) else np.isinf(p)
