@@ -47,6 +47,7 @@ Assumptions:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -96,11 +97,13 @@ def format_dtype(dtype: str) -> np.dtype:
     return FORMATS[dtype]
 
 
+@functools.cache  # the engine asks a few times a step; ml_dtypes.finfo is built each time
 def max_finite(dtype: str) -> float:
     """Largest finite value of a matmul input format (448 for float8_e4m3, 6 for float4_e2m1)."""
     return float(ml_dtypes.finfo(format_dtype(dtype)).max)
 
 
+@functools.cache
 def emax(dtype: str) -> int:
     """Exponent of the format's largest normal number (the MX spec's emax_elem)."""
     return int(np.frexp(max_finite(dtype))[1]) - 1
@@ -141,6 +144,7 @@ def overflow_mask(y: np.ndarray, dtype: str) -> np.ndarray:
     return beyond & np.isfinite(mag)
 
 
+@functools.cache
 def grid(dtype: str) -> tuple[int, int, int]:
     """(mantissa bits, smallest normal exponent, largest exponent) of a matmul input format."""
     info = ml_dtypes.finfo(format_dtype(dtype))
