@@ -28,18 +28,19 @@ def rescaled(o: np.ndarray, alpha: np.ndarray, sr: Callable[[np.ndarray], np.nda
 
 def tile_matmul(a: np.ndarray, blocks: np.ndarray, head: np.ndarray, kb: np.ndarray,
                 transpose: bool = False) -> np.ndarray:
-    """[A, M, N]: a[i] @ blocks[head[i], kb[i]] for each i (the block transposed with ``transpose``).
+    """[A, M, N]: a[i] @ blocks[head[i], kb[i]] for each i (the block transposed with ``transpose``), one
+    product a tile.
 
-    Where every i takes the same block (a step's rows of one K/V head in key order), the A
-    products are one product of the stacked rows, [A·M, K] @ block: one BLAS call and no copy
-    of the block per row. BLAS sums each entry over K in an order that does not depend on
-    the other dimensions (OpenBLAS; the tests compare the two ways), so the bits are the same.
+    Where every i takes the same block (a step's rows of one K/V head in key order) the block is
+    broadcast, not copied once per tile: each tile's product is the same BLAS call on the same
+    values in the same layout, so the same bits. (One product of the stacked rows, [A·M, K] @
+    block, is faster but BLAS may sum its entries in another order: OpenBLAS does for 32 x 32
+    tiles, which would make a tile's bits depend on the rows batched with it.)
     """
     if head.size > 1 and (head == head[0]).all() and (kb == kb[0]).all():
-        block = blocks[head[0], kb[0]]
-        product = np.matmul(a.reshape(-1, a.shape[-1]), block.T if transpose else block)
-        return product.reshape(a.shape[0], a.shape[1], -1)
-    tiles = blocks[head, kb]
+        tiles = blocks[head[0], kb[0]][None]
+    else:
+        tiles = blocks[head, kb]
     return np.matmul(a, tiles.transpose(0, 2, 1) if transpose else tiles)
 
 
