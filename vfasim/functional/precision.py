@@ -154,8 +154,7 @@ def _check_scaling(p: Precision) -> None:
         raise VfasimError("float4_e2m1 matmul inputs need a scale rule for q, k, v and p (precision.scaling)")
 
 
-FP16_MAX = np.float32(65504)
-_FP16_TOP_EXPONENT = 15 + 127  # biased float32 exponent of 2**15: below it, nothing rounds past FP16_MAX
+_FP16_TOP_EXPONENT = 15 + 127  # biased float32 exponent of 2**15: below it, nothing rounds past fp16's largest, 65504
 
 
 def round_float16(x: npt.ArrayLike, out: np.ndarray | None = None) -> np.ndarray:
@@ -165,16 +164,16 @@ def round_float16(x: npt.ArrayLike, out: np.ndarray | None = None) -> np.ndarray
     The cast itself costs ~60 ns an element on fp16's subnormals (most of attention's P),
     so values are rounded in float32 (``quant.round_on_grid``, under 1 ns an element);
     the rare overflow to ±inf and NaN (whose payload the cast truncates) are then taken
-    from the cast of the values past FP16_MAX (and NaN), looked for only when some input
-    reaches 2**15 (the cast of those between FP16_MAX and its rounding threshold is
-    FP16_MAX, as the rounding gives). The tests compare this with the cast on edge values
-    and random data.
+    from the cast of every value from 2**15 up (exponent field, Inf and NaN included), looked
+    for only when there is one (the cast of those below 65520, where rounding leaves 65504, is
+    what the rounding gives). The tests compare this with the cast on edge values and
+    random data.
     """
     x = np.asarray(x, dtype=np.float32)
     fields, top = quant.exponent_fields(x)
     odd = None
-    if top >= _FP16_TOP_EXPONENT:  # taken before ``out`` (maybe x) is written
-        odd = ~(np.abs(x) <= FP16_MAX)  # also NaN
+    if top >= _FP16_TOP_EXPONENT:  # taken before ``out`` (maybe x) is written, and ``fields`` used up
+        odd = fields >= np.int32(_FP16_TOP_EXPONENT << 23)
         with np.errstate(over="ignore"):
             cast = x[odd].astype(np.float16).astype(np.float32)
     out = quant.round_on_grid(x, fields, *quant.grid("float16")[:2], out=out)  # past 2**114: NaN, fixed below
