@@ -221,3 +221,45 @@ def test_pv_waits_for_the_o_rescale_only_when_it_accumulates_in_place(algo):
         assert set(t.stage[kind == "rescale_o"]) == {2 if in_place else 3}
         if algo == "vfa" and in_place:  # frozen tiles have no rescale: their PV waits on the previous O only
             assert 0 < rescaled < len(deps)
+
+
+def _batched(a, blocks, head, kb, transpose=False):
+    tiles = blocks[head, kb]
+    return np.matmul(a, tiles.transpose(0, 2, 1) if transpose else tiles)
+
+
+@pytest.mark.parametrize("rows,m,k,n", [(2, 128, 128, 128), (37, 64, 32, 64), (5, 32, 64, 128), (9, 32, 32, 32)])
+@pytest.mark.parametrize("transpose", [True, False])
+def test_a_step_sharing_one_block_is_one_product_with_the_same_bits(rows, m, k, n, transpose):
+    """``tile_matmul`` with every row on one block (broadcast) and on blocks that differ, against the products of
+    gathered tiles, bit for bit."""
+    from vfasim.functional.arrays import tile_matmul
+
+    rng = np.random.default_rng(rows)
+    a = (rng.standard_normal((rows, m, k)) * np.exp2(rng.integers(-8, 8, (rows, m, 1)))).astype(np.float32)
+    blocks = rng.standard_normal((2, 3, n, k) if transpose else (2, 3, k, n)).astype(np.float32)
+    head, kb = np.full(rows, 1), np.full(rows, 2)
+    got = tile_matmul(a, blocks, head, kb, transpose)
+    assert got.tobytes() == _batched(a, blocks, head, kb, transpose).tobytes()
+    mixed = np.arange(rows) % 3  # blocks differ between rows: one product each
+    assert tile_matmul(a, blocks, head, mixed, transpose).tobytes() == _batched(a, blocks, head, mixed,
+                                                                                transpose).tobytes()
+
+
+@pytest.mark.parametrize("algo", ["fa2", "vfa"])
+@pytest.mark.parametrize("hw", ["C4V16", "C16V32"])
+def test_a_shared_block_changes_no_bit_of_a_run(algo, hw, monkeypatch):
+    """A run whose steps share a K/V block (one head, causal) against the same run with the tiles gathered."""
+    from vfasim.functional import engine, update
+    from vfasim.hw import load_hw
+    from vfasim.runner.api import engine_precision
+
+    wl = make_workload("llm-like", 1024, 64, 1, 0)
+    t, prec = Tiling(1024, 1024, 64, 128, 128, True), engine_precision(load_hw(hw))
+    shared = run_engine(wl.q, wl.k, wl.v, t, algo, prec)
+    monkeypatch.setattr(engine, "tile_matmul", _batched)
+    monkeypatch.setattr(update, "tile_matmul", _batched)
+    gathered = run_engine(wl.q, wl.k, wl.v, t, algo, prec)
+    assert shared.out.tobytes() == gathered.out.tobytes()
+    assert shared.counts == gathered.counts
+    assert shared.traced().digest() == gathered.traced().digest()

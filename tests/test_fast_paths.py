@@ -87,6 +87,35 @@ def test_rounding_an_array_without_sign_bits_skips_nothing_it_needs(name):
     np.testing.assert_array_equal(bits32(got), bits32(cast(x, name)))
 
 
+@pytest.mark.parametrize("name", ["float16", *FAST])
+def test_rounding_in_place_is_the_cast(name):
+    """``out`` is ``x``: the same bits as a new array, the values past fp16's range taken from the cast first."""
+    x = probe(name)
+    if name == "float16":
+        x = np.concatenate([x, np.array([np.inf, -np.inf, np.nan, 65519.99, 65520], np.float32),
+                            np.array([0x7FC00001, 0x7F800001], np.uint32).view(np.float32)])
+        want, got = round_float16(x), x.copy()
+        assert round_float16(got, out=got) is got
+        assert np.array_equal(bits32(round_float16(x[x > 0].copy(), out=np.empty(int((x > 0).sum()), np.float32))),
+                              bits32(cast(x[x > 0], name)))
+    else:
+        x = x[np.isfinite(x) & ~quant.overflow_mask(x, name)]
+        want, got = round_nearest_even(x, *quant.grid(name)), x.copy()
+        assert round_nearest_even(got, *quant.grid(name), out=got) is got
+    np.testing.assert_array_equal(bits32(got), bits32(want))
+    np.testing.assert_array_equal(bits32(want), bits32(cast(x, name)))
+
+
+@pytest.mark.parametrize("tiny", [-0.0, -2.0**-25, -2.0**-26, -1e-45, -(2.0**-25) * 1.0001, -1.0])
+def test_a_negative_value_rounding_to_zero_keeps_its_sign(tiny):
+    """x + C - C gives +0 for a negative value that rounds to zero: its sign is put back, and only where one is."""
+    x = np.array([3.0, -2.5, tiny, 1e-30, -7.0], np.float32)
+    np.testing.assert_array_equal(bits32(round_float16(x)), bits32(cast(x, "float16")))
+    y = x.copy()
+    np.testing.assert_array_equal(bits32(Precision(vector="float16").round_vector(y, out=y)),
+                                  bits32(cast(x, "float16")))
+
+
 def test_round_float16_on_random_data_of_every_magnitude():
     rng = np.random.default_rng(5)
     x = (rng.standard_normal(300_000) * np.exp2(rng.uniform(-150, 20, 300_000))).astype(np.float32)

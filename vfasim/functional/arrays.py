@@ -26,6 +26,24 @@ def rescaled(o: np.ndarray, alpha: np.ndarray, sr: Callable[[np.ndarray], np.nda
     return o
 
 
+def tile_matmul(a: np.ndarray, blocks: np.ndarray, head: np.ndarray, kb: np.ndarray,
+                transpose: bool = False) -> np.ndarray:
+    """[A, M, N]: a[i] @ blocks[head[i], kb[i]] for each i (the block transposed with ``transpose``), one
+    product a tile.
+
+    Where every i takes the same block (a step's rows of one K/V head in key order) the block is
+    broadcast, not copied once per tile: each tile's product is the same BLAS call on the same
+    values in the same layout, so the same bits. (One product of the stacked rows, [A·M, K] @
+    block, is faster but BLAS may sum its entries in another order: OpenBLAS does for 32 x 32
+    tiles, which would make a tile's bits depend on the rows batched with it.)
+    """
+    if head.size > 1 and (head == head[0]).all() and (kb == kb[0]).all():
+        tiles = blocks[head[0], kb[0]][None]
+    else:
+        tiles = blocks[head, kb]
+    return np.matmul(a, tiles.transpose(0, 2, 1) if transpose else tiles)
+
+
 def all_finite(x: np.ndarray) -> bool:
     """``np.isfinite(x).all()`` for a float array, from one dot product when that is finite.
 

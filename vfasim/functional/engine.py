@@ -36,7 +36,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from vfasim.errors import VfasimError
-from vfasim.functional.arrays import all_finite, blocks, per_row, rowmax, unblock
+from vfasim.functional.arrays import all_finite, blocks, per_row, rowmax, tile_matmul, unblock
 from vfasim.functional.emit import TraceEmitters
 from vfasim.functional.policy import Policy, policy_for, summarize_keys, summarize_queries
 from vfasim.functional.precision import Precision
@@ -136,6 +136,8 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         prec.check_shapes(d, tiling.block_k)
         self.counts = Counts()
         self.pool: ThreadPoolExecutor | None = None  # set by run_engine, with its thread count
+        # a step computed, its ops not yet emitted: (rows, key blocks, slot, special, keep, rescales)
+        self.pending: tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.threads = 1
         self.qb = self._quantized(blocks(q, bq), "q", -1).reshape(-1, bq, d)  # rows = (head, qblock)
         self.kb = self._quantized(blocks(k, tiling.block_k), "k", -1)  # [Hkv, Tc, Bc, d]
@@ -178,6 +180,7 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         self.prelude()
         for step in _steps(self.t.n_kblocks, progress):
             self.step(step)
+        self._emit_pending()
 
     # ---- prelude: Q loads, key summaries, m-init -------------------------------------
     def prelude(self) -> None:
@@ -222,7 +225,9 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
 
         Rows are independent and the trace orders ops by (row, step, kind), so batching
         changes neither numbers nor trace; it keeps the working set cache-sized and flat in N.
-        The batches compute; the step's ops are then emitted once, from their decisions.
+        The batches compute; the step's ops are then emitted once, from their decisions, in order
+        after the last step's: on threads, while the next step's batches compute (emitting reads
+        the decisions and the trace builder alone, never the numbers).
         """
         act = np.flatnonzero(self.order[:, s] >= 0)
         if act.size == 0:
@@ -232,12 +237,21 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         n_parts = min(-(-act.size // (most * self.threads)) * self.threads, act.size)
         parts = np.array_split(act, n_parts)
         if len(parts) > 1 and self.pool is not None:  # NumPy releases the GIL: batches share the cores
-            decided = [done.result() for done in [self.pool.submit(self._step_rows, rows, s) for rows in parts]]
+            running = [self.pool.submit(self._step_rows, rows, s) for rows in parts]
+            self._emit_pending()
+            decided = [done.result() for done in running]
         else:
             decided = [self._step_rows(rows, s) for rows in parts]
+        self._emit_pending()
         if self.traced:
             special, keep, rescales = (np.concatenate(column) for column in zip(*decided))
-            self._emit_step(act, self.order[act, s], s + 1, special, keep, rescales)
+            self.pending = (act, self.order[act, s], s + 1, special, keep, rescales)
+
+    def _emit_pending(self) -> None:
+        """The ops of the last step computed and not yet emitted, if any."""
+        if self.pending is not None:
+            self._emit_step(*self.pending)
+            self.pending = None
 
     def _step_rows(self, act: np.ndarray, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The numbers of step ``s`` for rows ``act``; the decisions the trace follows (see ``_emit_step``)."""
@@ -277,7 +291,7 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
         rounding are monotone, so a row's largest visible product gives its largest score, the same value (a
         zero's sign aside, which no decision reads). Products holding NaN take the long way."""
         t = self.t
-        raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
+        raw = tile_matmul(self.qb[act], self.kb, self.kv_head[act], kb, transpose=True)
         needs = t.tile_needs_mask(self.qblock[act], kb)
         if needs.any():
             raw[needs] = np.where(t.visible(self.qblock[act[needs]], kb[needs]), raw[needs], -np.inf)
@@ -289,9 +303,9 @@ class _Loop(TraceEmitters, SoftmaxUpdate):
 
     def _scores(self, act: np.ndarray, kb: np.ndarray) -> np.ndarray:
         t = self.t
-        raw = np.matmul(self.qb[act], self.kb[self.kv_head[act], kb].transpose(0, 2, 1))
-        with np.errstate(over="ignore"):
-            scores = self.vr(self.vr(raw) * self.scale)
+        raw = tile_matmul(self.qb[act], self.kb, self.kv_head[act], kb, transpose=True)
+        with np.errstate(over="ignore"):  # raw is rounded, scaled and rounded in place
+            scores = self.vr(np.multiply(self.vr(raw, out=raw), self.scale, out=raw), out=raw)
         if not all_finite(scores):
             overflowed = np.isinf(scores)
             self.counts.add(score_overflow=int(np.count_nonzero(overflowed)))

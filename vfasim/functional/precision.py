@@ -24,6 +24,7 @@ Assumptions:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import ml_dtypes
 import numpy as np
@@ -40,6 +41,12 @@ OPERANDS = ("q", "k", "v", "p")
 BLOCK_SCALES: dict[str, quant.Scaling] = {name: quant.Scaling("per_block", r.block, r.scale)
                                           for name, r in BLOCK_RULES.items()}
 NO_SCALING = {"q": "none", "k": "none", "v": "none", "p": "none"}
+
+
+class Rounding(Protocol):
+    """``Precision.round_vector``'s signature: a rounding the engine calls, in place where ``out`` is ``x``."""
+
+    def __call__(self, x: npt.ArrayLike, out: np.ndarray | None = None) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -61,16 +68,21 @@ class Precision:
     def vector_np(self) -> np.dtype:
         return NUMPY_DTYPES[self.vector]
 
-    def round_vector(self, x: npt.ArrayLike) -> np.ndarray:
-        """float32 holding ``x`` rounded to the vector format.
+    def round_vector(self, x: npt.ArrayLike, out: np.ndarray | None = None) -> np.ndarray:
+        """float32 holding ``x`` rounded to the vector format; ``out``: where to write it (``x`` itself, a float32
+        array the caller owns, to round in place: no new array).
 
         The engine keeps vector-side values in float32 and rounds after every step:
         bit for bit what NumPy's float16 arithmetic does (it computes each op in
         float32 and rounds), without its slow path for fp16 subnormals.
         """
         if self.vector == "float16":
-            return round_float16(x)
-        return np.asarray(x, dtype=np.float32)
+            return round_float16(x, out)
+        if out is None:
+            return np.asarray(x, dtype=np.float32)
+        if out is not x:
+            np.copyto(out, x)
+        return out
 
     def rule(self, operand: str) -> quant.Scaling:
         kind = self.scaling[operand]
@@ -142,23 +154,29 @@ def _check_scaling(p: Precision) -> None:
         raise VfasimError("float4_e2m1 matmul inputs need a scale rule for q, k, v and p (precision.scaling)")
 
 
-FP16_MAX = np.float32(65504)
-_FP16_TOP_EXPONENT = 15 + 127  # biased float32 exponent of 2**15: below it, nothing rounds past FP16_MAX
+_FP16_TOP_EXPONENT = 15 + 127  # biased float32 exponent of 2**15: below it, nothing rounds past fp16's largest, 65504
 
 
-def round_float16(x: npt.ArrayLike) -> np.ndarray:
-    """float32 holding NumPy's float32 -> float16 cast of ``x``, bit for bit.
+def round_float16(x: npt.ArrayLike, out: np.ndarray | None = None) -> np.ndarray:
+    """float32 holding NumPy's float32 -> float16 cast of ``x``, bit for bit; ``out``: where to write it (``x``
+    itself, a float32 array, to round in place).
 
     The cast itself costs ~60 ns an element on fp16's subnormals (most of attention's P),
-    so values are rounded in float32 (``quant.round_with_top``, ~1 ns an element);
+    so values are rounded in float32 (``quant.round_on_grid``, under 1 ns an element);
     the rare overflow to ±inf and NaN (whose payload the cast truncates) are then taken
-    from the cast, looked for only when some input reaches 2**15. The tests compare this
-    with the cast on edge values and random data.
+    from the cast of every value from 2**15 up (exponent field, Inf and NaN included), looked
+    for only when there is one (the cast of those below 65520, where rounding leaves 65504, is
+    what the rounding gives). The tests compare this with the cast on edge values and
+    random data.
     """
     x = np.asarray(x, dtype=np.float32)
-    out, top = quant.round_with_top(x, *quant.grid("float16")[:2])  # past 2**114: NaN, fixed below
-    if top >= _FP16_TOP_EXPONENT:
-        odd = ~(np.abs(out) <= FP16_MAX)  # also NaN
+    fields, top = quant.exponent_fields(x)
+    odd = None
+    if top >= _FP16_TOP_EXPONENT:  # taken before ``out`` (maybe x) is written, and ``fields`` used up
+        odd = fields >= np.int32(_FP16_TOP_EXPONENT << 23)
         with np.errstate(over="ignore"):
-            out[odd] = x[odd].astype(np.float16).astype(np.float32)
+            cast = x[odd].astype(np.float16).astype(np.float32)
+    out = quant.round_on_grid(x, fields, *quant.grid("float16")[:2], out=out)  # past 2**114: NaN, fixed below
+    if odd is not None:
+        out[odd] = cast
     return out

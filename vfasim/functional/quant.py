@@ -47,6 +47,7 @@ Assumptions:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -96,11 +97,13 @@ def format_dtype(dtype: str) -> np.dtype:
     return FORMATS[dtype]
 
 
+@functools.cache  # the engine asks a few times a step; ml_dtypes.finfo is built each time
 def max_finite(dtype: str) -> float:
     """Largest finite value of a matmul input format (448 for float8_e4m3, 6 for float4_e2m1)."""
     return float(ml_dtypes.finfo(format_dtype(dtype)).max)
 
 
+@functools.cache
 def emax(dtype: str) -> int:
     """Exponent of the format's largest normal number (the MX spec's emax_elem)."""
     return int(np.frexp(max_finite(dtype))[1]) - 1
@@ -141,6 +144,7 @@ def overflow_mask(y: np.ndarray, dtype: str) -> np.ndarray:
     return beyond & np.isfinite(mag)
 
 
+@functools.cache
 def grid(dtype: str) -> tuple[int, int, int]:
     """(mantissa bits, smallest normal exponent, largest exponent) of a matmul input format."""
     info = ml_dtypes.finfo(format_dtype(dtype))
@@ -150,7 +154,8 @@ def grid(dtype: str) -> tuple[int, int, int]:
 _EXPONENT_BITS, _SIGN_BIT = np.int32(0x7F800000), np.int32(-(2**31))
 
 
-def round_nearest_even(x: np.ndarray, mant_bits: int, emin: int, emax_: int | None = None) -> np.ndarray:
+def round_nearest_even(x: np.ndarray, mant_bits: int, emin: int, emax_: int | None = None,
+                       out: np.ndarray | None = None) -> np.ndarray:
     """float32 ``x`` rounded to nearest, ties to even, on a binary format's grid; -0 kept.
 
     The grid: ``mant_bits`` fraction bits, normal exponents from ``emin``, subnormal
@@ -159,38 +164,45 @@ def round_nearest_even(x: np.ndarray, mant_bits: int, emin: int, emax_: int | No
     grid, so float32's own rounding rounds x, and subtracting C is exact. With ``emax_``,
     e is also held at most ``emax_`` + 1, so magnitudes past the top binade stay (near)
     where they are; without it, those past 2**(104 + mant_bits) become NaN. Overflow
-    is the caller's. NaN stays NaN (payload not as a cast would leave it).
-    """
-    return round_with_top(x, mant_bits, emin, emax_)[0]
-
-
-def round_with_top(x: np.ndarray, mant_bits: int, emin: int,
-                   emax_: int | None = None) -> tuple[np.ndarray, int]:
-    """(``round_nearest_even``'s result, the largest biased float32 exponent field in ``x``).
-
-    The exponent is 255 when ``x`` holds an Inf or NaN, so one integer compare tells a
-    caller whether anything can have left the format's range.
+    is the caller's. NaN stays NaN (payload not as a cast would leave it). ``out``: a
+    float32 array of ``x``'s shape to write the result into (``x`` itself, to round in place).
     """
     x = np.asarray(x, dtype=np.float32)
-    bits = x.view(np.int32)
-    c = np.bitwise_and(bits, _EXPONENT_BITS, out=np.empty(x.shape, np.int32))
-    top = int(c.max(initial=0)) >> 23
+    return round_on_grid(x, exponent_fields(x)[0], mant_bits, emin, emax_, out)
+
+
+def exponent_fields(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """(each element's float32 exponent field, in place in an int32, the largest biased exponent) of float32 ``x``.
+
+    The exponent is 255 when ``x`` holds an Inf or NaN, so one integer compare tells a
+    caller whether anything can have left a format's range.
+    """
+    fields = np.bitwise_and(x.view(np.int32), _EXPONENT_BITS, out=np.empty(x.shape, np.int32))
+    return fields, int(fields.max(initial=0)) >> 23
+
+
+def round_on_grid(x: np.ndarray, fields: np.ndarray, mant_bits: int, emin: int, emax_: int | None = None,
+                  out: np.ndarray | None = None) -> np.ndarray:
+    """``round_nearest_even`` of float32 ``x`` from its ``exponent_fields`` (used up as scratch)."""
     if emax_ is not None and emax_ + 24 - mant_bits > 127:
         raise VfasimError(f"cannot round to {mant_bits} mantissa bits up to 2**{emax_} within float32")
+    c, bits = fields, x.view(np.int32)
     # a clip with both bounds runs ~4x faster than np.maximum with one (NumPy 2.x, int32)
     np.clip(c, np.int32((emin + 127) << 23), _EXPONENT_BITS if emax_ is None else np.int32((emax_ + 128) << 23),
             out=c)
     c += np.int32(((23 - mant_bits) << 23) | 0x400000)
-    out = np.empty_like(x)
+    # x + C - C has x's sign unless it is +0: a negative x that rounds to zero (at most half the grid's
+    # smallest step, -0 included) needs its sign back. As int32 a negative float lies below every other
+    # value, and the smaller its magnitude the lower, so the lowest int32 tells whether one is there.
+    half_step = np.float32(2.0 ** (emin - mant_bits - 1)).view(np.int32)
+    signs = np.bitwise_and(bits, _SIGN_BIT) if bits.size and int(bits.min()) <= _SIGN_BIT + half_step else None
+    out = np.empty_like(x) if out is None else out
     with np.errstate(invalid="ignore"):  # a signalling NaN, or inf - inf past the range
         np.add(x, c.view(np.float32), out=out)
         np.subtract(out, c.view(np.float32), out=out)
-    # x + C - C has x's sign unless it is +0, so only a negative x (or -0) can need its sign back:
-    # OR-ing the sign bit in is copysign at a third of its cost, and skipped when no sign bit is set
-    if bits.size and int(bits.min()) < 0:
-        np.bitwise_and(bits, _SIGN_BIT, out=c)
-        out.view(np.int32)[...] |= c
-    return out, top
+    if signs is not None:  # OR-ing the sign bit in is copysign at a third of its cost
+        out.view(np.int32)[...] |= signs
+    return out
 
 
 def quantize_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1) -> tuple[np.ndarray, int, int]:
@@ -257,7 +269,7 @@ def _fast_scaled(x: np.ndarray, scale: np.ndarray, dtype: str,
     else:
         y = np.divide(x, scale, out=np.zeros(np.broadcast_shapes(x.shape, np.shape(scale)), np.float32),
                       where=scale != 0)
-    r = round_nearest_even(y, *grid(dtype))
+    r = round_nearest_even(y, *grid(dtype), out=None if y is x else y)  # y, when made here, is rounded in place
     top, over = np.float32(max_finite(dtype)), 0
     high, low = r.max(initial=0) > top, r.min(initial=0) < -top
     if high or low:

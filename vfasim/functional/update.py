@@ -9,20 +9,18 @@ masked (-inf) scores give p = 0 and are not counted as underflows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from vfasim.functional.arrays import all_finite, rescaled
-from vfasim.functional.precision import Precision
+from vfasim.functional.arrays import all_finite, rescaled, tile_matmul
+from vfasim.functional.precision import Precision, Rounding
 from vfasim.functional.results import ROW_FLAGS, Counts
 
 
 class SoftmaxUpdate:
     """``_update`` and ``_flag_rows`` of the engine loop; the attributes below are the loop's."""
 
-    vr: Callable[[np.ndarray], np.ndarray]
-    sr: Callable[[np.ndarray], np.ndarray]
+    vr: Rounding
+    sr: Rounding
     p_prec: Precision
     counts: Counts
     m: np.ndarray
@@ -41,13 +39,15 @@ class SoftmaxUpdate:
         with np.errstate(invalid="ignore", over="ignore"):
             m_use = np.where(np.isneginf(m_new), np.float32(0), m_new)
             alpha = vr(np.exp(vr(np.where(np.isneginf(m_old), -np.inf, m_old - m_use))))
-            p = vr(np.exp(vr(scores - m_use[:, :, None])))
+            p = scores - m_use[:, :, None]  # rounded, exponentiated and rounded in place
+            p = vr(np.exp(vr(p, out=p), out=p), out=p)
             l_new = sr(sr(alpha * self.l[rows]) + sr(p.sum(axis=2, dtype=np.float32)))
         p_mm, p_over, p_under = self.p_prec.to_matmul(p, "p", -1)
         o_old = self.o[rows]
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are counted below
-            pv = sr(np.matmul(p_mm, self.vb[self.kv_head[rows], kb]))
-            o_new = sr(rescaled(o_old, alpha, sr) + pv)
+            pv = tile_matmul(p_mm, self.vb, self.kv_head[rows], kb)
+            sr(pv, out=pv)
+            o_new = sr(np.add(rescaled(o_old, alpha, sr), pv, out=pv), out=pv)
         p_inf = None if all_finite(p) else np.isinf(p)
         n_inf = 0 if p_inf is None else int(np.count_nonzero(p_inf))
         zeros = p == 0
