@@ -3,14 +3,14 @@
 Usage: python experiments/real_chips/blind.py [--max-rows N] [--jobs J] [--out DIR] [--campaigns PREFIX,...]
 
 The blind campaigns (``validation/blind_*``: shapes no other campaign holds, measured after the kernel descriptions
-were final; their READMEs say what changed since, which those rows no longer check) hold about 19,900 modelled rows.
+were final; their READMEs say what changed since, which those rows no longer check) hold about 25,100 modelled rows.
 ``vfasim validate`` compares an evenly spread sample of them; this runs every one (``--max-rows N``: the first N
 of each group, for a smoke run) through ``vfasim.validate.predict_tiers`` on both tiers: tier 1 (spec only, the
 configs' fitted tuning removed) and tier 2 (the configs as shipped). Errors are (model - measured) / measured of
 the row's latency, so a negative mean error is a model too fast.
 
 Writes DIR/blind.csv and .md (default experiments/real_chips/out): one row per campaign, kernel, mode and format,
-then one per campaign and one for all. Expected run time: about an hour on 2 cores for every row.
+then one per campaign and one for all. Expected run time: about an hour and a half on 2 cores for every row.
 ``--campaigns`` runs other campaigns' rows the same way (folder prefixes, e.g. ``occupancy_``: the sweeps measured
 after the per-stream MMA change), written as DIR/<first prefix>.csv and .md.
 """
