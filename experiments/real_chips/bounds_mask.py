@@ -3,7 +3,7 @@
 Without a causal mask, SDPA's cuDNN backend takes longer where the K/V length is not a whole number of its 128-key
 blocks, over the whole launch, not only on the last block: in ``validation/edges_h100_2026_11``, 3,000 keys take
 1.13x and 1,000 keys 1.12x the time of 3,072 and 1,024 at head dim 64 (the same number of key blocks, so the same
-tiles), 1.04x and 1.07x at 128; with a causal mask 0.97-1.02x. Every iteration checks the bounds.
+tiles), 1.04x and 1.07x at 128; with a causal mask 0.97-1.03x. Every iteration checks the bounds.
 ``kernels/cudnn.yaml`` carries it as ``bounds_mask_work``: the vector operations each score element costs in such a
 launch, every key block masked.
 
