@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 from vfasim.errors import VfasimError
 from vfasim.functional.quant import (FORMATS, MXFP4, NVFP4, Scaling, cast_vector, check_block_divides,
-                                     max_finite, quantize, to_float32)
+                                     max_finite, quantize, quantize_values, to_float32)
 
 NONE = Scaling("none")
 E2M1_GRID = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], np.float32)
@@ -326,3 +326,33 @@ def test_unscaled_casts_pass_nan_through():
 def test_bad_inputs_name_what_is_wrong(make, match):
     with pytest.raises(VfasimError, match=match):
         make()
+
+
+def test_a_tensor_scale_per_tile_does_not_depend_on_what_is_batched_with_it():
+    # NVFP4's second level (an fp32 scale per tensor): P is quantised with one per score tile (tensor_ndim=2), so a
+    # tile's values are the same alone or beside a tile of larger scores, as a step's rows are batched on any threads
+    rng = np.random.default_rng(7)
+    small, large = rng.random((1, 16, 32), np.float32), 1e3 * rng.random((1, 16, 32), np.float32)
+    both = np.concatenate([small, large])
+    alone = quantize(small, "float4_e2m1", NVFP4, tensor_ndim=2).values
+    assert np.array_equal(quantize(both, "float4_e2m1", NVFP4, tensor_ndim=2).values[:1], alone)
+    assert np.array_equal(quantize_values(both, "float4_e2m1", NVFP4, tensor_ndim=2)[0][:1], alone)  # the fast path
+    assert not np.array_equal(quantize(both, "float4_e2m1", NVFP4).values[:1], alone)  # one scale over both: differs
+    assert np.array_equal(quantize(small[0], "float4_e2m1", NVFP4, tensor_ndim=2).values, alone[0])  # 2D: one tensor
+    with pytest.raises(VfasimError, match="blocks along the last axis"):
+        quantize(both, "float4_e2m1", NVFP4, axis=1, tensor_ndim=2)
+
+
+def test_nvfp4_p_gives_the_same_output_on_one_engine_thread_and_two():
+    from vfasim.functional import run_engine
+    from vfasim.functional.precision import Precision
+    from vfasim.functional.tiling import Tiling
+    from vfasim.workloads import random_workload
+
+    prec = Precision(matmul="float4_e2m1", vector="float32", block_scale="nvfp4",
+                     scaling={"q": "per_block", "k": "per_block", "v": "per_block", "p": "per_block"})
+    wl = random_workload(1024, 64, seed=3, heads=8)
+    t = Tiling(1024, 1024, 64, 64, 64, True, 8, 8)
+    for algo in ("vfa", "fa4"):  # a frozen or stale max: P's tiles peak below 1, each at its own level
+        outs = [run_engine(wl.q, wl.k, wl.v, t, algo, prec, threads=n, trace=False).out for n in (1, 2)]
+        assert np.array_equal(outs[0], outs[1])  # a scale over a step's batch of rows differed here

@@ -25,6 +25,8 @@ Scalings:
   * scale_dtype ``float8_e4m3`` (NVFP4): two levels, an fp32 tensor scale
     s_t = amax / (448 * max_finite) and e4m3 block scales round_e4m3(block_amax /
     max_finite / s_t); the effective scale is s_t * e4m3 scale, rounded to float32.
+    The tensor is the whole input, or each sub-array of its last ``tensor_ndim`` axes
+    (P: each score tile, so that its bits do not depend on the rows batched with it).
 
 Counts:
 - overflow: finite elements whose round-to-nearest-even value lies beyond max_finite,
@@ -205,7 +207,8 @@ def round_on_grid(x: np.ndarray, fields: np.ndarray, mant_bits: int, emin: int, 
     return out
 
 
-def quantize_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1) -> tuple[np.ndarray, int, int]:
+def quantize_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1,
+                    tensor_ndim: int | None = None) -> tuple[np.ndarray, int, int]:
     """``quantize``'s (values, overflow, underflow), bit for bit, without the codes and scales.
 
     Rounds in float32 (``round_nearest_even``) when ``dtype`` fits float32's exponent range,
@@ -214,19 +217,20 @@ def quantize_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1)
     """
     x = np.asarray(x, dtype=np.float32)
     if not _fast_ok(x, dtype, scaling, axis):
-        return _reference_values(x, dtype, scaling, axis)
+        return _reference_values(x, dtype, scaling, axis, tensor_ndim)
     if scaling.kind == "per_block":
-        return _fast_blocks(x, dtype, scaling, _norm_axis(axis, x.ndim))
+        return _fast_blocks(x, dtype, scaling, _norm_axis(axis, x.ndim), tensor_ndim)
     scale = np.ones((1,) * x.ndim, np.float32)
     if scaling.kind == "per_tensor":
         amax = np.max(np.abs(x), initial=np.float32(0)).reshape((1,) * x.ndim)
         scale = _scale_from_amax(amax, amax.max(), dtype, scaling.scale_dtype)
     out = _fast_scaled(x, scale, dtype, saturate=scaling.kind != "none")
-    return out if out is not None else _reference_values(x, dtype, scaling, axis)
+    return out if out is not None else _reference_values(x, dtype, scaling, axis, tensor_ndim)
 
 
-def _reference_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> tuple[np.ndarray, int, int]:
-    res = quantize(x, dtype, scaling, axis)
+def _reference_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int,
+                      tensor_ndim: int | None) -> tuple[np.ndarray, int, int]:
+    res = quantize(x, dtype, scaling, axis, tensor_ndim)
     return res.values, res.overflow, res.underflow
 
 
@@ -238,11 +242,12 @@ def _fast_ok(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> bool:
     return all_finite(x)
 
 
-def _fast_blocks(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> tuple[np.ndarray, int, int]:
+def _fast_blocks(x: np.ndarray, dtype: str, scaling: Scaling, axis: int,
+                 tensor_ndim: int | None) -> tuple[np.ndarray, int, int]:
     xl = np.moveaxis(x, axis, -1)
     blocks = xl.reshape(xl.shape[:-1] + (xl.shape[-1] // scaling.block, scaling.block))
     amax = _block_absmax(blocks)
-    scales = _scale_from_amax(amax, np.max(amax, initial=np.float32(0)), dtype, scaling.scale_dtype)
+    scales = _scale_from_amax(amax, _tensor_amax(amax, axis, tensor_ndim), dtype, scaling.scale_dtype)
     out = _fast_scaled(blocks, scales[..., None], dtype, saturate=True)
     assert out is not None  # saturating: never handed back to the reference
     values, over, under = out
@@ -283,8 +288,11 @@ def _fast_scaled(x: np.ndarray, scale: np.ndarray, dtype: str,
     return r, over, under
 
 
-def quantize(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1) -> QuantResult:
-    """Quantise ``x`` to ``dtype`` with ``scaling`` (blocks along ``axis``); see the module doc."""
+def quantize(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1,
+             tensor_ndim: int | None = None) -> QuantResult:
+    """Quantise ``x`` to ``dtype`` with ``scaling`` (blocks along ``axis``); see the module doc. ``tensor_ndim``: a
+    block scale's tensor level (NVFP4's second one) is taken over each sub-array of ``x``'s last ``tensor_ndim`` axes,
+    each a tensor of its own (blocks along the last axis only); None: over all of ``x``."""
     fmt = format_dtype(dtype)
     x = _checked_input(x, scaling)
     if scaling.kind == "none":
@@ -296,7 +304,19 @@ def quantize(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1) -> Qua
         amax = np.max(np.abs(x), initial=np.float32(0)).reshape((1,) * x.ndim)
         scales = _scale_from_amax(amax, amax.max(), dtype, scaling.scale_dtype)
         return _scaled(x, dtype, scales, scales)
-    return _quantize_blocks(x, dtype, scaling, _norm_axis(axis, x.ndim))
+    return _quantize_blocks(x, dtype, scaling, _norm_axis(axis, x.ndim), tensor_ndim)
+
+
+def _tensor_amax(block_amax: np.ndarray, axis: int, tensor_ndim: int | None) -> np.ndarray:
+    """The tensor level's amax: over every block, or (``tensor_ndim``) over each tensor of the last axes, shaped to
+    broadcast against ``block_amax`` (the blocks' amax, blocks along the last axis)."""
+    if tensor_ndim is None:
+        return np.max(block_amax, initial=np.float32(0))
+    if axis != block_amax.ndim - 1 or not 1 <= tensor_ndim <= block_amax.ndim:
+        raise VfasimError(f"a tensor scale over the last {tensor_ndim} axes needs blocks along the last axis of an "
+                          f"array of at least that many dimensions")
+    return np.max(block_amax, axis=tuple(range(block_amax.ndim - tensor_ndim, block_amax.ndim)), keepdims=True,
+                  initial=np.float32(0))
 
 
 def _checked_input(x: np.ndarray, scaling: Scaling) -> np.ndarray:
@@ -314,20 +334,19 @@ def _norm_axis(axis: int, ndim: int) -> int:
     return axis % ndim
 
 
-def _quantize_blocks(x: np.ndarray, dtype: str, scaling: Scaling, axis: int) -> QuantResult:
+def _quantize_blocks(x: np.ndarray, dtype: str, scaling: Scaling, axis: int, tensor_ndim: int | None) -> QuantResult:
     xl = np.moveaxis(x, axis, -1)
     n, block = xl.shape[-1], scaling.block
     n_blocks = -(-n // block)
     padded = np.zeros(xl.shape[:-1] + (n_blocks * block,), np.float32)
     padded[..., :n] = np.abs(xl)
     block_amax = padded.reshape(xl.shape[:-1] + (n_blocks, block)).max(axis=-1)
-    tensor_amax = np.max(block_amax, initial=np.float32(0))
-    scales = _scale_from_amax(block_amax, tensor_amax, dtype, scaling.scale_dtype)
+    scales = _scale_from_amax(block_amax, _tensor_amax(block_amax, axis, tensor_ndim), dtype, scaling.scale_dtype)
     full = np.moveaxis(np.repeat(scales, block, axis=-1)[..., :n], -1, axis)
     return _scaled(x, dtype, np.moveaxis(scales, -1, axis), full)
 
 
-def _scale_from_amax(amax: np.ndarray, tensor_amax: np.float32, dtype: str, scale_dtype: str) -> np.ndarray:
+def _scale_from_amax(amax: np.ndarray, tensor_amax: np.ndarray, dtype: str, scale_dtype: str) -> np.ndarray:
     """Effective float32 scale for each amax (1 where amax is 0)."""
     top = np.float32(max_finite(dtype))
     if scale_dtype == "e8m0":
@@ -353,13 +372,15 @@ def _e8m0_scale(amax: np.ndarray, dtype: str) -> np.ndarray:
     return scale.astype(np.int32).view(np.float32)
 
 
-def _two_level_scale(amax: np.ndarray, tensor_amax: np.float32, dtype: str) -> np.ndarray:
-    """NVFP4: s_t * round_e4m3(amax / max / s_t), s_t = tensor_amax / (448 * max) in float32."""
+def _two_level_scale(amax: np.ndarray, tensor_amax: np.ndarray, dtype: str) -> np.ndarray:
+    """NVFP4: s_t * round_e4m3(amax / max / s_t), s_t = tensor_amax / (448 * max) in float32 (a tensor_amax that
+    broadcasts against amax: one per tensor)."""
     top, e4m3_max = np.float32(max_finite(dtype)), np.float32(448)
     if float(e4m3_max) * float(top) > float(np.finfo(np.float32).max):
         raise VfasimError(f"float8_e4m3 scales need 448 * max_finite({dtype}) within float32, "
                           f"which {dtype} exceeds")
-    s_t = np.float32(tensor_amax) / (e4m3_max * top) if tensor_amax > 0 else np.float32(1)
+    t = np.asarray(tensor_amax, np.float32)
+    s_t = np.where(t > 0, t / (e4m3_max * top), np.float32(1)).astype(np.float32)
     block_scale = np.clip(amax / top / s_t, 0, e4m3_max).astype(SCALE_DTYPES["float8_e4m3"])
     return (s_t * block_scale.astype(np.float32)).astype(np.float32)
 
