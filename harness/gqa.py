@@ -26,30 +26,41 @@ COLUMNS = ["kernel", "dtype", "head_dim", "batch", "heads", "kv_heads", "seq_len
            "call_spread_pct", "reps"]
 
 
-def grid(quick: bool = False) -> list[tuple[str, int, int]]:
+def grid(quick: bool = False, kv_heads: int = KV_HEADS, groups: tuple[int, ...] = GROUPS,
+         kernels: tuple[str, ...] = KERNELS) -> list[tuple[str, int, int]]:
     """Cases as (kernel, K/V length, query heads)."""
-    keys, groups = ((10000,), (1, 8)) if quick else (KEYS, GROUPS)
-    return [(kernel, n, KV_HEADS * g) for kernel in KERNELS for n in keys for g in groups]
+    keys, groups = ((10000,), (groups[0], groups[-1])) if quick else (KEYS, groups)
+    return [(kernel, n, kv_heads * g) for kernel in kernels for n in keys for g in groups]
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv if argv is None else argv
     ap = argparse.ArgumentParser(prog="python -m harness.gqa", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder for gqa.csv and the rest (created)")
-    ap.add_argument("--quick", action="store_true", help="one K/V length, groups of 1 and 8 (smoke run)")
+    ap.add_argument("--quick", action="store_true", help="one K/V length, the first and last group (smoke run)")
+    ap.add_argument("--batch", type=int, default=BATCH, help=f"sequences (default {BATCH})")
+    ap.add_argument("--kv-heads", type=int, default=KV_HEADS, help=f"K/V heads (default {KV_HEADS})")
+    ap.add_argument("--groups", default=",".join(map(str, GROUPS)),
+                    help="query heads a K/V head, comma-separated (default %(default)s)")
+    ap.add_argument("--kernels", default=",".join(KERNELS), help="comma-separated (default %(default)s)")
     a = ap.parse_args(argv[1:])
+    groups, names = tuple(int(g) for g in a.groups.split(",")), tuple(a.kernels.split(","))
+    if a.batch < 1 or a.kv_heads < 1 or min(groups) < 1 or not set(names) <= set(KERNELS):
+        ap.error(f"--batch, --kv-heads and --groups take positive integers, --kernels some of {', '.join(KERNELS)}")
     from harness.campaign import measurement
 
     note = {"method": "harness.bench.Timer (L2 flushed, sleep kernel ahead, CUDA events, median)",
-            "inputs": f"standard normal Q, K, V (seeded) in fp16; batch {BATCH}, {KV_HEADS} K/V heads, head dim "
+            "inputs": f"standard normal Q, K, V (seeded) in fp16; batch {a.batch}, {a.kv_heads} K/V heads, head dim "
                       f"{HEAD_DIM}, one query per head"}
-    m = measurement(a.out, "harness.gqa", argv, note, {"quick": a.quick})
+    m = measurement(a.out, "harness.gqa", argv, note, {"quick": a.quick, "batch": a.batch, "kv_heads": a.kv_heads,
+                                                        "groups": list(groups), "kernels": list(names)})
     if m is None:
         return 1
-    return m.finish((("gqa.csv", timed(grid(a.quick), m.log), COLUMNS),))
+    cases = grid(a.quick, a.kv_heads, groups, names)
+    return m.finish((("gqa.csv", timed(cases, m.log, a.batch, a.kv_heads), COLUMNS),))
 
 
-def timed(cases: list[tuple[str, int, int]], log) -> list[dict]:
+def timed(cases: list[tuple[str, int, int]], log, batch: int = BATCH, kv_heads: int = KV_HEADS) -> list[dict]:
     """A row per case: one decode call of its kernel, timed."""
     import torch
 
@@ -61,8 +72,8 @@ def timed(cases: list[tuple[str, int, int]], log) -> list[dict]:
     g = torch.Generator(device="cuda")
     for i, (kernel, n, heads) in enumerate(cases):
         g.manual_seed(9000 + i)
-        q = torch.randn((BATCH, heads, 1, HEAD_DIM), device="cuda", generator=g).half()
-        k, v = (torch.randn((BATCH, KV_HEADS, n, HEAD_DIM), device="cuda", generator=g).half() for _ in range(2))
+        q = torch.randn((batch, heads, 1, HEAD_DIM), device="cuda", generator=g).half()
+        k, v = (torch.randn((batch, kv_heads, n, HEAD_DIM), device="cuda", generator=g).half() for _ in range(2))
         if kernel.startswith("triton"):
             out, mode = torch.empty_like(q), kernel.split("_")[1]
             kr = kernels.krepr(k, kernels.config_for(HEAD_DIM, 1)[1]) if mode == "vfa" else None
@@ -75,10 +86,10 @@ def timed(cases: list[tuple[str, int, int]], log) -> list[dict]:
             call()
         torch.cuda.synchronize()
         t = timer.time(call)
-        rows.append({"kernel": kernel, "dtype": "fp16", "head_dim": HEAD_DIM, "batch": BATCH, "heads": heads,
-                     "kv_heads": KV_HEADS, "seq_len_q": 1, "seq_len": n, "call_us": round(t.median_us, 3),
+        rows.append({"kernel": kernel, "dtype": "fp16", "head_dim": HEAD_DIM, "batch": batch, "heads": heads,
+                     "kv_heads": kv_heads, "seq_len_q": 1, "seq_len": n, "call_us": round(t.median_us, 3),
                      "call_spread_pct": round(t.spread_pct, 2), "reps": t.reps})
-        log(f"{kernel} K/V {n}, {heads}/{KV_HEADS} heads: {t.median_us:.2f} us (spread {t.spread_pct:.1f}%)")
+        log(f"{kernel} K/V {n}, {heads}/{kv_heads} heads: {t.median_us:.2f} us (spread {t.spread_pct:.1f}%)")
         del q, k, v
     return rows
 

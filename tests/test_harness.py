@@ -718,3 +718,25 @@ def test_the_fifth_blind_grid_holds_regimes_and_shapes_no_campaign_measured():
             measured |= {(r["head_dim"], r["causal"], r["seq_len"], r["seq_len_q"], r["batch"], r["heads"],
                           r["kv_heads"]) for r in csv.DictReader(f)}
     assert not shapes & measured
+
+
+def test_the_three_ctas_an_sm_sweep_gives_the_decode_tiles_third_block_cycles():
+    """validation/gqa_decode3_h200_2026_11: harness.gqa at 33 sequences over 4 K/V heads and 1-3 query heads a K/V
+    head (132, 264 and 396 CTAs: one, two and three an SM); the slope over the key blocks at three an SM, at the
+    config's 1.83 GHz, is what kernels/triton.yaml's FA2 and VFA decode tiles give as block_cycles[3]."""
+    from vfasim.kernel import load_kernel
+
+    folder = ROOT / "validation" / "gqa_decode3_h200_2026_11"
+    assert R.read_sidecar_keys(folder / "gqa.yaml") >= {"gpu", "command", "torch"}
+    with (folder / "gqa.csv").open(newline="") as f:
+        us = {(r["kernel"], int(r["seq_len"]), int(r["heads"])): float(r["call_us"]) for r in csv.DictReader(f)
+              if r["batch"] == "33" and r["kv_heads"] == "4"}
+    assert len(us) == 12
+    blocks = math.ceil(48000 / 64) - math.ceil(10000 / 64)
+    triton = load_kernel("triton")
+    for kernel, algo in (("triton_fa2", "fa2"), ("triton_vfa_attn", "vfa")):
+        slope = [(us[(kernel, 48000, h)] - us[(kernel, 10000, h)]) / blocks for h in (4, 8, 12)]
+        assert slope[0] < slope[1] < slope[2]  # each CTA's key block takes longer the more share its SM
+        rule = triton.tile(128, "16bit", False, True, algo)
+        assert rule.block_cycles[3] == round(slope[2] * 1830)
+        assert abs(rule.block_cycles[2] / (slope[1] * 1830) - 1) < 0.03  # the first sweep's two-an-SM figure
