@@ -44,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="query heads a K/V head, comma-separated (default %(default)s)")
     ap.add_argument("--kernels", default=",".join(KERNELS), help="comma-separated (default %(default)s)")
     a = ap.parse_args(argv[1:])
-    groups, names = tuple(int(g) for g in a.groups.split(",")), tuple(a.kernels.split(","))
-    if a.batch < 1 or a.kv_heads < 1 or min(groups) < 1 or not set(names) <= set(KERNELS):
+    names = tuple(a.kernels.split(","))
+    groups = tuple(int(g) for g in a.groups.split(",") if g.strip().isdigit())
+    if a.batch < 1 or a.kv_heads < 1 or len(groups) != len(a.groups.split(",")) or min(groups) < 1 \
+            or not set(names) <= set(KERNELS):
         ap.error(f"--batch, --kv-heads and --groups take positive integers, --kernels some of {', '.join(KERNELS)}")
     from harness.campaign import measurement
 

@@ -356,3 +356,12 @@ def test_nvfp4_p_gives_the_same_output_on_one_engine_thread_and_two():
     for algo in ("vfa", "fa4"):  # a frozen or stale max: P's tiles peak below 1, each at its own level
         outs = [run_engine(wl.q, wl.k, wl.v, t, algo, prec, threads=n, trace=False).out for n in (1, 2)]
         assert np.array_equal(outs[0], outs[1])  # a scale over a step's batch of rows differed here
+
+
+def test_a_tensor_level_is_refused_where_the_scaling_has_none():
+    x = np.ones((2, 16, 32), np.float32)
+    for scaling in (NONE, Scaling("per_tensor")):
+        with pytest.raises(VfasimError, match="has none"):
+            quantize(x, "float4_e2m1", scaling, tensor_ndim=2)
+        with pytest.raises(VfasimError, match="has none"):
+            quantize_values(x, "float4_e2m1", scaling, tensor_ndim=2)

@@ -115,7 +115,7 @@ class Precision:
             flat = x.reshape(*x.shape[:-2], -1)
             values, over, under = quant.quantize_values(flat, self.matmul, quant.Scaling("per_block", flat.shape[-1]))
             return values.reshape(x.shape), over, under
-        if operand == "p" and x.ndim >= 2:  # a tensor scale per score tile, whatever rows a step batches
+        if operand == "p" and rule.kind == "per_block" and x.ndim >= 2:  # a tensor scale per score tile
             return quant.quantize_values(x, self.matmul, rule, axis=axis, tensor_ndim=2)
         return quant.quantize_values(x, self.matmul, rule, axis=axis)
 

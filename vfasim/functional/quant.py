@@ -215,6 +215,7 @@ def quantize_values(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1,
     the input is finite, blocks tile ``axis`` and no unscaled value overflows (a cast to
     inf or NaN); otherwise it is ``quantize`` itself.
     """
+    _check_tensor_ndim(scaling, tensor_ndim)
     x = np.asarray(x, dtype=np.float32)
     if not _fast_ok(x, dtype, scaling, axis):
         return _reference_values(x, dtype, scaling, axis, tensor_ndim)
@@ -293,6 +294,7 @@ def quantize(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1,
     """Quantise ``x`` to ``dtype`` with ``scaling`` (blocks along ``axis``); see the module doc. ``tensor_ndim``: a
     block scale's tensor level (NVFP4's second one) is taken over each sub-array of ``x``'s last ``tensor_ndim`` axes,
     each a tensor of its own (blocks along the last axis only); None: over all of ``x``."""
+    _check_tensor_ndim(scaling, tensor_ndim)
     fmt = format_dtype(dtype)
     x = _checked_input(x, scaling)
     if scaling.kind == "none":
@@ -305,6 +307,11 @@ def quantize(x: np.ndarray, dtype: str, scaling: Scaling, axis: int = -1,
         scales = _scale_from_amax(amax, amax.max(), dtype, scaling.scale_dtype)
         return _scaled(x, dtype, scales, scales)
     return _quantize_blocks(x, dtype, scaling, _norm_axis(axis, x.ndim), tensor_ndim)
+
+
+def _check_tensor_ndim(scaling: Scaling, tensor_ndim: int | None) -> None:
+    if tensor_ndim is not None and scaling.kind != "per_block":
+        raise VfasimError(f"tensor_ndim sets a block scale's tensor level; {scaling.kind} scaling has none")
 
 
 def _tensor_amax(block_amax: np.ndarray, axis: int, tensor_ndim: int | None) -> np.ndarray:
