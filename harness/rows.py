@@ -69,6 +69,12 @@ BLIND5 = (((256, 4096), (512, 12000), (1024, 8192), (2000, 30000), (3072, 16384)
 BLIND6 = ((1100, 2500, 4000, 7777, 9000, 15000), (3, 12, 24), ((24, 3), (44, 4), (12, 4), (30, 30)),
           ((3, 24, 3), (20, 44, 4), (40, 12, 4)), (2500, 20000, 70000), (1, 6), (256,),
           ((2500, 12, (24, 3)), (7777, 3, (12, 4))))
+#: a seventh blind grid (``attention.blind_grid(BLIND7)``), measured after the Triton decode tile's third block_cycles
+#: joined the model: other lengths, batches (1-20) and head configs (40/5, GQA 8:1; 18/6, 3:1; 64/4, 16:1; 36/36), head
+#: dim 256 at two shapes, decode of 1 and 5 queries at K/V lengths no grid used
+BLIND7 = ((600, 1700, 3000, 6500, 11500, 22000), (1, 7, 20), ((40, 5), (18, 6), (64, 4), (36, 36)),
+          ((3, 40, 5), (20, 18, 6), (8, 36, 36)), (1000, 8000, 36000), (1, 5), (256,),
+          ((6500, 7, (18, 6)), (1700, 20, (40, 5))))
 BOOLS = ("true", "false")
 
 
