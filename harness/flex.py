@@ -80,6 +80,19 @@ def blind_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, 
     return out
 
 
+#: lengths on a multiple of 128 and just off one (the lowering's IS_DIVISIBLE: both lengths multiples of 128), as pairs
+EDGE_LENGTHS = ((1024, 1000), (2048, 2000), (4096, 4000), (4096, 4100))
+
+
+def edges_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]:
+    """Pairs of lengths on and just off a multiple of 128 as (batch, heads, kv_heads, seq_len_q, seq_len, head_dim,
+    causal), the pair's two lengths at the same batch and heads, so what the bounds check costs a launch off the
+    multiple is read from the pair: head dims 64 and 128, causal and not, batch 8 x 16 heads, prefill (queries as many
+    as keys); each pair in a row, so a budget cut keeps whole pairs."""
+    pairs = EDGE_LENGTHS[:1] if quick else EDGE_LENGTHS
+    return [(8, 16, 16, n, n, d, c) for d in (64, 128) for c in (False, True) for pair in pairs for n in pair]
+
+
 def decode_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]:
     """A one-query decode sweep as (batch, heads, kv_heads, seq_len_q, seq_len, head_dim, causal), head dim 128,
     8,192 keys, 8 K/V heads: the GQA group (1-8 query heads a K/V head) at batch 1 and 2, and the batch (1-16) at
@@ -91,11 +104,21 @@ def decode_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int,
     return list(dict.fromkeys(cases))
 
 
-def units_grid(quick: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]:
+#: the off-multiple units sweep's lengths (each a whole number of 128-row query blocks short of a multiple: 1, 2, 6, 8,
+#: 16, 24 and 32 blocks, 1,056 in all at 1,056, 528, 176, 132, 66, 44 and 33 heads)
+OFF_LENGTHS = (120, 250, 700, 1000, 2000, 3000, 4000)
+
+
+def units_grid(quick: bool = False, off_multiple: bool = False) -> list[tuple[int, int, int, int, int, int, bool]]:
     """The units sweeps of ``harness.run --phases units,units_decode`` as (batch, heads, kv_heads, seq_len_q, seq_len,
     head_dim, causal): 1,056 query blocks of 128 rows (prefill) and 528 one-query heads (decode) at a growing K/V
-    length, so each CTA walks more key blocks while the CTA count stays (``experiments/real_chips/unit_cost.py``)."""
+    length, so each CTA walks more key blocks while the CTA count stays (``experiments/real_chips/unit_cost.py``).
+    ``off_multiple``: the prefill sweep alone, at ``OFF_LENGTHS`` (lengths off a multiple of 128: the kernel compiled
+    without ``IS_DIVISIBLE``, its bounds checked in every key block)."""
     dims = (128,) if quick else (64, 128, 256)
+    if off_multiple:
+        return [(1, 1056 // -(-n // 128), 1056 // -(-n // 128), n, n, d, False) for d in dims
+                for n in ((700, 1000) if quick else OFF_LENGTHS)]
     prefill = [(1, 1056 * 128 // n, 1056 * 128 // n, n, n, d, False) for d in dims
                for n in ((512, 1024) if quick else (128, 256, 512, 1024, 2048, 4096))]
     decode = [(1, 528, 528, 1, n, d, False) for d in dims
@@ -113,14 +136,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="instead of the grid, the units sweeps (harness/attention.py units_grid and "
                          "units_decode_grid: a fixed number of query blocks, growing K/V) into units.csv and "
                          "units_decode.csv, non-causal, no mask")
-    ap.add_argument("--grid", choices=("main", "blind", "decode"), default="main",
+    ap.add_argument("--off-multiple", action="store_true",
+                    help="with --units: the prefill sweep alone, at lengths off a multiple of 128 (OFF_LENGTHS: the "
+                         "kernel FlexAttention compiles where the lengths are not divisible), into units.csv")
+    ap.add_argument("--grid", choices=("main", "blind", "decode", "edges"), default="main",
                     help="main: the campaign grid; blind: shapes no campaign but the blind ones holds (blind_grid); "
-                         "decode: a one-query decode sweep over the GQA group and the batch (decode_grid)")
+                         "decode: a one-query decode sweep over the GQA group and the batch (decode_grid); edges: "
+                         "lengths on and just off a multiple of 128, in pairs (edges_grid)")
     ap.add_argument("--once", action="store_true",
                     help="call each case once after its check, untimed (a run to profile under Nsight Compute)")
     a = ap.parse_args(argv)
     if a.units and a.grid != "main":
         ap.error("--units runs the sweeps in place of a grid: give it without --grid")
+    if a.off_multiple and not a.units:
+        ap.error("--off-multiple chooses the units sweep's lengths: give it with --units")
     dtypes = a.dtypes.split(",")
     bad = [d for d in dtypes if d not in TOL]
     if bad:
@@ -182,9 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("units", "units_decode"):
             tables[name] = Table(os.path.join(a.out, f"{name}.csv"), ATTENTION)
             about[name] = f"the {name} sweep: {about['attention']}"
-        cases = units_grid(a.quick)
+        cases = units_grid(a.quick, a.off_multiple)
     else:
-        cases = {"main": grid, "blind": blind_grid, "decode": decode_grid}[a.grid](a.quick)
+        cases = {"main": grid, "blind": blind_grid, "decode": decode_grid, "edges": edges_grid}[a.grid](a.quick)
     sidecars(False)
     log(f"{chip}: {len(cases)} cases x {len(dtypes)} formats; torch {torch.__version__}")
     try:

@@ -218,9 +218,10 @@ def test_the_blind_study_runs_every_blind_campaigns_rows_on_both_tiers(tmp_path)
     study = _script("real_chips", "blind")
     first = study.blind_rows(1)
     assert {r.table.split("/")[0] for r in first} == {"blind_h100_2026_11", "blind_h200_2026_11",
-                                                      "blind_flex_h100_2026_11", "blind_grid2_h200_2026_11",
-                                                      "blind_grid3_h200_2026_11", "blind_grid4_h200_2026_11",
-                                                      "blind_grid5_h200_2026_11", "blind_grid6_h200_2026_11"}
+                                                      "blind_flex_h100_2026_11", "blind_flex_h200_2026_11",
+                                                      "blind_grid2_h200_2026_11", "blind_grid3_h200_2026_11",
+                                                      "blind_grid4_h200_2026_11", "blind_grid5_h200_2026_11",
+                                                      "blind_grid6_h200_2026_11", "blind_grid7_h200_2026_11"}
     out = study.main(["--max-rows", "1", "--out", str(tmp_path)])
     lines = [r for r in out if r["kernel"] not in ("all", "")]
     assert sum(r["rows"] for r in lines) == len(first) == out[-1]["rows"]  # every row once, and in the total
@@ -254,6 +255,25 @@ def test_cudnns_bounds_mask_figure_meets_the_measured_ratio_of_its_calibration_p
     gap_none, _ = study.score(rows, matched, None, 64, jobs=1)
     gap, _ = study.score(rows, matched, shipped, 64, jobs=1)
     assert gap < 0.01 < 0.1 < gap_none  # the model without the figure runs both alike
+
+
+def test_flex_off_multiple_figures_come_from_its_two_units_sweeps_and_meet_the_edge_pairs():
+    study = _script("real_chips", "flex_bounds")
+    from vfasim import run
+    from vfasim.kernel import load_kernel
+    flex = load_kernel("flex")
+    rule = flex.tile(64, "16bit", False)
+    assert study.figures(64) == (rule.bounds_cta_cycles, rule.bounds_block_cycles)  # kernels/flex.yaml holds these
+    plain = study.with_figures(flex, 64, None, None)
+    edges = {(r.causal, r.seq_len): r for r in study.load_rows("H200") if r.table.startswith(study.EDGES)
+             and r.head_dim == 64}
+    for on, off in ((1024, 1000), (4096, 4000)):  # as many 128-key blocks: the same tiles, the other kernel
+        a, b = edges[(False, on)], edges[(False, off)]
+        shape = dict(head_dim=64, heads=a.heads, batch=a.batch, causal=False, numerics_heads=0)
+        with_, without = ([run("H200", "fa2", kernel=k, seq_len=r.seq_len, **shape).latency_us for r in (a, b)]
+                          for k in (flex, plain))
+        measured = b.value / a.value
+        assert measured > 1.1 and abs(with_[1] / with_[0] - measured) < 0.06 < abs(without[1] / without[0] - measured)
 
 
 def test_block_cycles_reads_a_key_blocks_cost_from_the_stamps(tmp_path):

@@ -372,15 +372,40 @@ def test_the_flex_campaign_passes_its_schemas_and_every_output_matched_sdpa(camp
         assert all(r["passed"] == "true" and float(r["rel_l2"]) <= float(r["tol"]) for r in csv.DictReader(f))
 
 
-@pytest.mark.parametrize("table, rows, per_length", [("units.csv", 18, 1056 * 128), ("units_decode.csv", 17, 528)])
-def test_the_flex_units_tables_keep_the_work_at_every_length(table, rows, per_length):
-    """validation/flex_units_h100_2026_11: FlexAttention, the same query rows at each K/V length, fp16."""
-    path = ROOT / "validation" / "flex_units_h100_2026_11" / table
+@pytest.mark.parametrize("campaign, table, rows, per_length", [
+    ("flex_units_h100_2026_11", "units.csv", 18, 1056 * 128), ("flex_units_h100_2026_11", "units_decode.csv", 17, 528),
+    ("flex_units_h200_2026_11", "units.csv", 18, 1056 * 128), ("flex_units_h200_2026_11", "units_decode.csv", 17, 528)])
+def test_the_flex_units_tables_keep_the_work_at_every_length(campaign, table, rows, per_length):
+    """validation/flex_units_h100_2026_11 and _h200_: FlexAttention, the same query rows at each K/V length, fp16."""
+    path = ROOT / "validation" / campaign / table
     assert R.check_table_file(path, R.ATTENTION) == rows
     with path.open(newline="") as f:
         got = list(csv.DictReader(f))
     assert {r["kernel"] for r in got} == {"flex_attention"}
     assert {int(r["heads"]) * int(r["seq_len_q"]) for r in got} == {per_length}
+
+
+def test_flex_off_a_multiple_of_128_its_sweep_and_edge_pairs_are_what_the_grids_say():
+    """harness/flex.py units_grid(off_multiple=True) and edges_grid (plain Python, no torch), and the tables they made
+    (validation/flex_units_off_h200_2026_11, flex_edges_h200_2026_11): every length off a multiple of 128 but each
+    pair's first, the same 1,056 query blocks of 128 rows at every length of the sweep."""
+    code = ("import json, sys\nfrom harness.flex import edges_grid, units_grid\nassert 'torch' not in sys.modules\n"
+            "print(json.dumps([units_grid(off_multiple=True), edges_grid()]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    sweep, edges = json.loads(done.stdout)
+    assert all(n % 128 and h * -(-n // 128) == 1056 for _, h, _, _, n, _, _ in sweep) and len(sweep) == 21
+    assert [c[4] % 128 == 0 for c in edges[:8]] == [True, False] * 4
+    for folder, cases in (("flex_units_off_h200_2026_11", sweep), ("flex_edges_h200_2026_11", edges)):
+        table = "units.csv" if "units" in folder else "attention.csv"
+        assert R.check_table_file(ROOT / "validation" / folder / table, R.ATTENTION) == len(cases)
+        with (ROOT / "validation" / folder / table).open(newline="") as f:
+            got = [(int(r["batch"]), int(r["heads"]), int(r["kv_heads"]), int(r["seq_len_q"]), int(r["seq_len"]),
+                    int(r["head_dim"]), r["causal"] == "true") for r in csv.DictReader(f)]
+        assert got == [tuple(c) for c in cases]
+        with (ROOT / "validation" / folder / "checks.csv").open(newline="") as f:
+            assert all(r["passed"] == "true" for r in csv.DictReader(f))
+    with pytest.raises(SystemExit):
+        __import__("harness.flex", fromlist=["main"]).main(["--out", "unused", "--off-multiple"])
 
 
 def test_the_triton_cache_summary_reads_every_kernel_or_one_by_name(tmp_path):
@@ -437,7 +462,8 @@ def test_the_mma_campaign_reaches_about_two_thirds_of_the_datasheet_rate(campaig
 @pytest.mark.parametrize("campaign, count", [("blind_h100_2026_11", 282), ("blind_h200_2026_11", 282),
                                              ("blind_flex_h100_2026_11", 66), ("blind_grid2_h200_2026_11", 248),
                                              ("blind_grid3_h200_2026_11", 252), ("blind_grid4_h200_2026_11", 261),
-                                             ("blind_grid5_h200_2026_11", 150), ("blind_grid6_h200_2026_11", 242)])
+                                             ("blind_grid5_h200_2026_11", 150), ("blind_grid6_h200_2026_11", 242),
+                                             ("blind_grid7_h200_2026_11", 244), ("blind_flex_h200_2026_11", 66)])
 def test_the_blind_campaigns_hold_only_shapes_no_other_campaign_measured(campaign, count):
     folder = ROOT / "validation" / campaign
     for name in ("attention", "checks"):

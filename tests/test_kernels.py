@@ -452,6 +452,22 @@ def test_fa2s_uneven_causal_code_masks_one_more_block_and_prices_its_masks_at_th
     assert given.chip["units"] == own.chip["units"] and given.latency_cycles < own.latency_cycles
 
 
+def test_flex_runs_its_bounds_checked_kernel_where_either_length_is_off_a_multiple_of_128():
+    # kernels/flex.yaml bounds_multiple, bounds_causal (the lowering's IS_DIVISIBLE) and the tiles' measured
+    # bounds_cta_cycles and bounds_block_cycles (validation/flex_units_off_h200_2026_11)
+    flex = load_kernel("flex")
+    rule = flex.tile(64, "16bit", False)
+    cases = ((False, 1000, 1000), (False, 1024, 1024), (True, 1000, 1000), (False, 4096, 1), (True, 1024, 1024))
+    assert [flex.bounds_masked(rule, c, kv, q) for c, kv, q in cases] == [True, False, True, True, False]
+    assert not flex.bounds_masked(flex.tile(256, "16bit", False), False, 1000, 1000)  # no figures: its own code
+    kw = dict(kernel="flex", head_dim=64, heads=16, batch=8, causal=False, numerics_heads=0)
+    off, on = (vfasim.run("H200", "fa2", seq_len=n, **kw) for n in (1000, 1024))
+    assert on.chip["unit_overhead_cycles"] == rule.cta_cycles
+    assert off.chip["unit_overhead_cycles"] == rule.bounds_cta_cycles > rule.cta_cycles
+    assert off.chip["units"] == on.chip["units"] and off.latency_cycles > 1.15 * on.latency_cycles
+    assert off.ops["mask"] > 0 == on.ops.get("mask", 0)  # the select on every score
+
+
 def test_cudnns_bounds_check_masks_every_key_block_where_the_kv_length_is_off_them():
     # kernels/cudnn.yaml bounds_mask_work (validation/edges_h100_2026_11): without a causal mask, a K/V length that is
     # not a whole number of 128-key blocks masks every block at the tile's figure; a whole number, a causal mask, or a
@@ -459,7 +475,7 @@ def test_cudnns_bounds_check_masks_every_key_block_where_the_kv_length_is_off_th
     cudnn = load_kernel("cudnn")
     rule = cudnn.tile(64, "16bit", False)
     assert rule.bounds_mask_work == 2.0 and cudnn.tile(128, "16bit", False).bounds_mask_work is None
-    assert [cudnn.bounds_masked(rule, c, n) for c, n in ((False, 3000), (False, 3072), (True, 3000))] == \
+    assert [cudnn.bounds_masked(rule, c, n, n) for c, n in ((False, 3000), (False, 3072), (True, 3000))] == \
         [True, False, False]
     kw = dict(kernel="cudnn", head_dim=64, heads=8, batch=4, causal=False, numerics_heads=0)
     off, on = (vfasim.run("H200", "fa2", seq_len=n, **kw) for n in (3000, 3072))

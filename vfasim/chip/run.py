@@ -214,7 +214,9 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
                           tuning.model_copy(update={"tensor_efficiency": 1.0}), kernel, mask_work)
     split = geo.decode and kernel.decode is not None and kernel.decode.split_kv == "fill_slots"
     splits = min(geo.splits, geo.n_kblocks) or split_count(split, rows.shape[0], chip.cores * slots, geo.n_kblocks)
-    overhead = tuning.overhead(rule.cta_cycles) + (rule.masked_loop_cycles or 0 if geo.masked_loop else 0)
+    cta_cycles = rule.bounds_cta_cycles if geo.bounds_masked and rule.bounds_cta_cycles is not None \
+        else rule.cta_cycles  # a launch off the kernel's lengths: its variant's measured figure
+    overhead = tuning.overhead(cta_cycles) + (rule.masked_loop_cycles or 0 if geo.masked_loop else 0)
     plan = _Plan(core, chip, streams, slots, splits, _ports(chip, hw.clock_ghz), overhead)
     digest = trace.digest() if reusing() else ""  # the trace's identity in the keys of what is reused (``reuse``)
     strip = geo.n_qblocks if geo.representative and geo.per_kv_head_ops else None
@@ -234,7 +236,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     timing = UnitTiming(_unit_core(plan.core, *unit_core), 1 if in_order else kernel.score_buffers, schedule,
                         resident_memory=in_order, mma=mma,
                         shared_core=None if full is None else _unit_core(full, *unit_core))
-    timer = UnitTimer(trace, timing, launch.kinds, digest, rule.block_floor if rule.block_cycles else None)
+    timer = UnitTimer(trace, timing, launch.kinds, digest, rule.block_floor if rule.block_cycles else None,
+                      rule.bounds_block_cycles or 0 if geo.bounds_masked else 0)
     times = _main_launch(launch, timer, plan, policy, geo, samples)
     first, evicted = _prepass_cycles(hw, plan, geo, shape, kernel) if prepass else (0, 0.0)
     main_end = float(times.end.max(initial=0))
@@ -247,7 +250,7 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     called_alone = end - first + (_writeback(plan, float(times.hbm_bytes.sum()), main_end, 0.0)[0] - writeback
                                   + (chip.launches_us(launches) - chip.launches_us(launches, True)) * hw.clock_ghz
                                   * 1e3 if prepass else 0.0)
-    origin: OverheadFrom = "tuning" if tuning.unit_overhead_cycles is not None else "none" if not rule.cta_cycles \
+    origin: OverheadFrom = "tuning" if tuning.unit_overhead_cycles is not None else "none" if not cta_cycles \
         else "measured" if tuning.cta_cycles_scale is None else "scaled"
     return replace(_totals(plan, launch, busy, times, combine, int(np.ceil(end - 1e-9)), geo.flops, written),
                    prepass_cycles=first, writeback_cycles=writeback, alone_cycles=int(np.ceil(called_alone - 1e-9)),

@@ -316,7 +316,8 @@ def _memory_by_rows(core: HardwareConfig, rows: int) -> HardwareConfig:
 
 class UnitTimer:
     """Compute cycles of a unit kind with k units on its core, each kind and k simulated once; never fewer than
-    ``block_floor(k)`` cycles a key tile of its longest stream (``TileRule.block_floor``).
+    ``block_floor(k)`` cycles a key tile of its longest stream (``TileRule.block_floor``), then ``block_extra`` cycles
+    more a key tile (``TileRule.bounds_block_cycles``, a launch off the kernel's lengths).
 
     ``digest``: the trace's (``Trace.digest``), given inside a ``reuse`` scope, where each simulation is made once
     per key: the trace, the timing (its core by digest, score buffers, schedule, memory dealing), the streams' op ids
@@ -325,8 +326,9 @@ class UnitTimer:
     """
 
     def __init__(self, trace: Trace, timing: UnitTiming, kinds: list[UnitKind], digest: str = "",
-                 block_floor: Callable[[int], int] | None = None) -> None:
+                 block_floor: Callable[[int], int] | None = None, block_extra: int = 0) -> None:
         self.trace, self.timing, self.kinds, self.block_floor = trace, timing, kinds, block_floor
+        self.block_extra = block_extra
         self._key = (digest, timing.core.digest(), timing.shared_core and timing.shared_core.digest(),
                      timing.score_buffers, timing.schedule, timing.resident_memory, timing.mma) if digest else ()
         self._cycles: dict[tuple[int, int], int] = {}
@@ -345,9 +347,11 @@ class UnitTimer:
                 period = (b - a) / (SHORT_TILES[1] - SHORT_TILES[0])
                 self._cycles[key] = int(round(b + (n - SHORT_TILES[1]) * period))
             floor = self.block_floor(streams) if self.block_floor is not None else 0
-            if floor:  # no faster than the tile's measured key blocks with as many sharing (``TileRule.block_cycles``)
+            if floor or self.block_extra:
                 n = long[0] if long is not None else tile_count(self.trace, self.kinds[kind].streams)
-                self._cycles[key] = max(self._cycles[key], n * floor)
+                # no faster than the tile's measured key blocks with as many sharing (``TileRule.block_cycles``), and
+                # each key block of a launch off the kernel's lengths its measured extra (``bounds_block_cycles``)
+                self._cycles[key] = max(self._cycles[key], n * floor) + n * self.block_extra
         return self._cycles[key]
 
     def _truncations(self, kind: int) -> tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None:

@@ -106,9 +106,18 @@ class TileRule(_Strict):
         "absent: mask_work")
     bounds_mask_work: float | None = Field(
         default=None, gt=0, le=1e3, allow_inf_nan=False, strict=True, description="Vector operations per score element "
-        "with which a launch without a causal mask masks every key block where its K/V length is not a whole number "
-        "of this tile's key blocks (a bounds check in each iteration, not only the last block's), measured against "
-        "whole blocks; absent: only the last block is masked, at mask_work")
+        "with which a launch off the kernel's lengths (Kernel.bounds_masked: by default one without a causal mask "
+        "whose K/V length is not a whole number of this tile's key blocks) masks every key block (a bounds check in "
+        "each iteration, not only the last block's), measured against whole blocks; absent: only the last block is "
+        "masked, at mask_work (with bounds_cta_cycles or bounds_block_cycles: every block, at one operation)")
+    bounds_cta_cycles: int | None = Field(
+        strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of a launch off the kernel's lengths "
+        "spends beyond the ops the model prices, in place of cta_cycles (a kernel compiled apart for such lengths), "
+        "measured as cta_cycles is; absent: cta_cycles")
+    bounds_block_cycles: int | None = Field(
+        strict=True, default=None, ge=0, le=10**9, description="Cycles each key block of a CTA of a launch off the "
+        "kernel's lengths takes beyond what the model prices it at, measured against a sweep of such lengths; absent: "
+        "none")
     masked_loop_cycles: int | None = Field(
         strict=True, default=None, ge=0, le=10**9, description="Cycles each CTA of a causal launch of this tile pays "
         "to walk its masked blocks in a loop of their own (an algorithm the kernel's masked_loop_apart names), "
@@ -418,6 +427,15 @@ class Kernel(_Strict):
         default_factory=list, description="Algorithms whose masked key blocks the source walks in a loop of their own "
         "after the unmasked ones (a compiler pipelines each loop apart: the second one's first loads wait for the "
         "first to end); their causal launches pay each tile's masked_loop_cycles a CTA, with the kernel's own tiles")
+    bounds_multiple: int | None = Field(
+        default=None, gt=0, le=1 << 20, strict=True, description="The length the query and K/V lengths must both be "
+        "multiples of for the kernel to run without a bounds check in each key block (a compile-time divisibility "
+        "flag): a launch off it is bounds-checked (Kernel.bounds_masked); absent: the K/V length against the tile's "
+        "key block")
+    bounds_causal: bool = Field(
+        default=False, strict=True, description="A causal launch off the kernel's lengths is bounds-checked too (its "
+        "blocks below the diagonal masked as well, at the causal mask's work); false: only launches without a causal "
+        "mask")
     mask_work: float = Field(default=1.0, gt=0, le=1e3, allow_inf_nan=False, strict=True, description=(
         "Vector operations per score element of a causal launch's masked iteration (index arithmetic, compares and "
         "selects, and what the masked code path costs beyond them); 1: one operation"))
@@ -510,10 +528,17 @@ class Kernel(_Strict):
             return 0
         return -(-rule.block_q // rule.block_k) + int(uneven)
 
-    def bounds_masked(self, rule: TileRule, causal: bool, kv_len: int) -> bool:
-        """True where a launch without a causal mask masks every key block (``bounds_mask_work``): its K/V length is
-        not a whole number of the tile's key blocks."""
-        return not causal and rule.bounds_mask_work is not None and kv_len % rule.block_k != 0
+    def bounds_masked(self, rule: TileRule, causal: bool, kv_len: int, q_len: int) -> bool:
+        """True where a launch checks its bounds in every key block (the tile's ``bounds_mask_work``,
+        ``bounds_cta_cycles`` and ``bounds_block_cycles``): without ``bounds_multiple``, one without a causal mask whose
+        K/V length is not a whole number of the tile's key blocks; with it, one (causal too, with ``bounds_causal``)
+        whose query or K/V length is not a multiple of it."""
+        described = (rule.bounds_mask_work, rule.bounds_cta_cycles, rule.bounds_block_cycles) != (None, None, None)
+        if not described or causal and not self.bounds_causal:
+            return False
+        if self.bounds_multiple is None:
+            return kv_len % rule.block_k != 0
+        return kv_len % self.bounds_multiple != 0 or q_len % self.bounds_multiple != 0
 
     def causal_mask_work(self, rule: TileRule, uneven: bool) -> float:
         """Vector operations per score element of a causal launch's masked iteration with this tile."""

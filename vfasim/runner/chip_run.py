@@ -96,7 +96,7 @@ def run_chip(config: HardwareConfig, inputs: RunInputs, k: Kernel) -> dict:
         rule = rule.model_copy(update={"block_cycles": {}})
     uneven = own and k.uneven(rule, head_dim, n_q, seq_len)
     steps = k.mask_steps(rule, uneven) if own else 0
-    bounds = own and k.bounds_masked(rule, causal, seq_len)  # every key block masked (Kernel.bounds_masked)
+    bounds = own and k.bounds_masked(rule, causal, seq_len, n_q)  # every key block masked (Kernel.bounds_masked)
     tiling_args = (n_q, seq_len, head_dim, min(block_q, n_q) if decode else block_q, block_k, causal)
     t = Tiling(*tiling_args, heads, kv_heads, steps, bounds)
     rows = group if packs else n_q
