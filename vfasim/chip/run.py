@@ -35,11 +35,12 @@ Chip-level figures:
   keeps the HBM port busy (``_writeback``); they count in the HBM bytes.
 - A kernel whose key loop is not software-pipelined (``Kernel.loop_pipelined`` false, or its tile's
   ``TileRule.loop_pipelined``), or not when it carries a block test (``Kernel.skip_loop_pipelined`` false; a trace
-  with skip tests), has its units timed in program order per stream (``in_order_core``): each K/V load waits out a
-  memory latency and moves its bytes at what one core's loads get from the L2 in such a loop, then the tile's
-  compute runs, then the next load. The latency is the L2's where a K/V head's tiles are read by several units (its
-  query blocks, its GQA heads: after the first they mostly hit) and the HBM's where one unit alone reads them (a
-  decode step of one unit per K/V head: nothing brought them into the L2).
+  with skip tests), has its units timed in program order per stream (``in_order_core``): each K/V load moves its
+  bytes through the core's load port, in issue order with the other streams' loads, at what one core's loads get
+  from the L2 in such a loop, and its data arrive a memory latency later; then the tile's compute runs, then the next
+  load. The latency is the L2's where a K/V head's tiles are read by several units (its query blocks, its GQA heads:
+  after the first they mostly hit) and the HBM's where one unit alone reads them (a decode step of one unit per K/V
+  head: nothing brought them into the L2).
 - A kernel whose warps issue their own MMAs (``Kernel.mma`` per_stream) has its tensor pipes dealt among the streams
   a core holds when each unit kind is timed (``StreamMma``): k sharing a core get 1/k each, a stream alone no more
   than its warps reach (``CoreLimits.tensor_partitions``), not its slot's share of the launch's occupancy.
@@ -232,9 +233,8 @@ def simulate_chip(trace: Trace, hw: HardwareConfig, kernel: Kernel, rule: TileRu
     pipelined = kernel.loop_pipelined if rule.loop_pipelined is None else rule.loop_pipelined
     in_order = not pipelined or not kernel.skip_loop_pipelined and bool(np.any(trace.kind == KIND_CODE["skip_test"]))
     alone = geo.n_qblocks * geo.heads // geo.kv_heads == 1  # each K/V head's tiles read by one unit: from HBM
-    unit_core = (rule, chip, hw.clock_ghz, streams, in_order, alone, prepass)
-    timing = UnitTiming(_unit_core(plan.core, *unit_core), 1 if in_order else kernel.score_buffers, schedule,
-                        resident_memory=in_order, mma=mma,
+    unit_core = (rule, chip, hw.clock_ghz, in_order, alone, prepass)
+    timing = UnitTiming(_unit_core(plan.core, *unit_core), 1 if in_order else kernel.score_buffers, schedule, mma=mma,
                         shared_core=None if full is None else _unit_core(full, *unit_core))
     timer = UnitTimer(trace, timing, launch.kinds, digest, rule.block_floor if rule.block_cycles else None,
                       rule.bounds_block_cycles or 0 if geo.bounds_masked else 0)
@@ -341,53 +341,37 @@ def tile_core(core: HardwareConfig, rule: TileRule) -> HardwareConfig:
     return core.model_copy(update=update) if update else core
 
 
-def _unit_core(core: HardwareConfig, rule: TileRule, chip: ChipSpec, clock_ghz: float, streams: int,
-               in_order: bool, alone: bool, prepass: bool) -> HardwareConfig:
+def _unit_core(core: HardwareConfig, rule: TileRule, chip: ChipSpec, clock_ghz: float, in_order: bool, alone: bool,
+               prepass: bool) -> HardwareConfig:
     """The core as the launch's units run on it: ``rule``'s tile (``tile_core``), a loop that is not
     software-pipelined (``in_order_core``; ``alone``: its tiles come from the HBM), the pre-pass's key summaries
     only read."""
     core = tile_core(core, rule)
     if in_order:
-        core = in_order_core(core, chip, clock_ghz, streams, alone)  # no tile loaded ahead: one buffer (the caller)
+        core = in_order_core(core, chip, clock_ghz, alone)  # no tile loaded ahead: one buffer (the caller)
     if prepass:  # the summaries come from the prepass launch: the main kernel only reads them
         core = core.model_copy(update={"op_map": {**core.op_map, "key_summary": FUSED}})
     return core
 
 
-def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, streams: int,
-                  from_hbm: bool = False) -> HardwareConfig:
+def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, from_hbm: bool = False) -> HardwareConfig:
     """The core as a loop that is not software-pipelined runs: every op of a stream after the one before it (all
-    roles take turns within each row), and each memory pipe dealt by row, one unit per stream, whose copies wait out
-    the L2 latency (the HBM's with ``from_hbm``: tiles no other unit reads first) and move at what one core's loads get
-    from the L2 in such a loop (``l2.unpipelined_bytes_per_cycle``, measured; else the core's share of the L2
-    bandwidth) and no faster than the pipe, shared by the streams (by those resident, when its unit timing says
-    ``resident_memory``)."""
+    roles take turns within each row, beside the other rows), and its loads through the core's memory pipes in issue
+    order, each at what one core's loads get from the L2 in such a loop (``l2.unpipelined_bytes_per_cycle``, measured;
+    else the core's share of the L2 bandwidth) and no faster than the pipe, its data arriving the L2's latency after
+    its bytes have crossed (the HBM's with ``from_hbm``: tiles no other unit reads first; ``load_latency_cycles``)
+    while the pipe moves the other streams' loads."""
     if chip.l2 is None:
         raise VfasimError(f"{core.name}: a loop that is not software-pipelined is timed with the chip's L2 latency "
                           "and bandwidth, and its chip section gives no l2")
     share = chip.l2.unpipelined_bytes_per_cycle or chip.bytes_per_cycle(chip.l2, clock_ghz) / chip.cores
-    pipes = _dealt_by_stream(core, "memory", streams, "a loop that is not software-pipelined")
-    for name, p in core.pipelines.items():
-        if p.role == "memory":
-            pipes[name] = pipes[name].model_copy(update={
-                "throughput": {"bytes": min(p.throughput["bytes"] * p.units, share) / streams},
-                "startup_cycles": p.startup_cycles + (chip.hbm.latency_cycles if from_hbm and chip.hbm is not None
-                                                      else chip.l2.latency_cycles)})
+    pipes = {name: p.model_copy(update={"units": 1, "throughput": {"bytes": min(p.throughput["bytes"] * p.units,
+                                                                                 share)}})
+             if p.role == "memory" else p for name, p in core.pipelines.items()}
     roles = tuple(dict.fromkeys(p.role for p in pipes.values()))
+    latency = chip.hbm.latency_cycles if from_hbm and chip.hbm is not None else chip.l2.latency_cycles
     return core.model_copy(update={"pipelines": pipes, "take_turns": roles if len(roles) > 1 else (),
-                                   "turns_within": "row"})
-
-
-def _dealt_by_stream(core: HardwareConfig, role: str, streams: int, what: str) -> dict:
-    """The core's pipelines with those of ``role`` dealt by row, one unit per stream, each at 1/streams of the pipe's
-    rate (``_check_dealable`` first)."""
-    _check_dealable(core, role, what)
-    pipes = dict(core.pipelines)
-    for name, p in core.pipelines.items():
-        if p.role == role:
-            pipes[name] = p.model_copy(update={"units": streams, "units_by": "row", "throughput": {
-                d: r * p.units / streams for d, r in p.throughput.items()}})
-    return pipes
+                                   "turns_within": "row", "load_latency_cycles": latency})
 
 
 def _check_dealable(core: HardwareConfig, role: str, what: str) -> None:

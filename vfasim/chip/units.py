@@ -287,31 +287,19 @@ class UnitTiming:
     core: HardwareConfig
     score_buffers: int
     schedule: str = "pipelined"
-    resident_memory: bool = False  # memory pipes dealt by row are shared by the rows timed together, not the slots
     mma: StreamMma | None = None  # a per-stream mma kernel: its tensor pipes dealt to the rows timed together
     shared_core: HardwareConfig | None = None  # the core where two or more units share it (``Kernel.gaps_filled_by_ctas``)
 
     def timeline(self, trace: Trace, streams: tuple[np.ndarray, ...], copies: int = 1) -> tuple[Trace, Timeline]:
         """``copies`` copies of a unit's ``streams`` interleaved (``interleaved``) and their timeline on the core
-        (``shared_core``, if given, for two or more copies); with ``resident_memory`` each memory pipe dealt by row
-        gives each of those rows an equal share of its rate, and with ``mma`` each tensor pipe is dealt to those rows
+        (``shared_core``, if given, for two or more copies); with ``mma`` each tensor pipe is dealt to those rows
         (``StreamMma``)."""
         merged = interleaved(trace, streams, copies)
         core = self.shared_core if self.shared_core is not None and copies > 1 else self.core
         hw = replace_buffers(core, self.score_buffers * copies * len(streams))
-        if self.resident_memory:
-            hw = _memory_by_rows(hw, copies * len(streams))
         if self.mma is not None:
             hw = self.mma.dealt(hw, copies * len(streams))
         return merged, simulate(merged, hw, self.schedule)
-
-
-def _memory_by_rows(core: HardwareConfig, rows: int) -> HardwareConfig:
-    """``core`` with its memory pipes dealt by row re-dealt to ``rows`` units, each at 1/rows of the pipe's rate."""
-    pipes = {name: p.model_copy(update={"units": rows, "throughput": {
-        d: r * p.units / rows for d, r in p.throughput.items()}})
-        for name, p in core.pipelines.items() if p.role == "memory" and p.units_by == "row"}
-    return core.model_copy(update={"pipelines": {**core.pipelines, **pipes}}) if pipes else core
 
 
 class UnitTimer:
@@ -330,7 +318,7 @@ class UnitTimer:
         self.trace, self.timing, self.kinds, self.block_floor = trace, timing, kinds, block_floor
         self.block_extra = block_extra
         self._key = (digest, timing.core.digest(), timing.shared_core and timing.shared_core.digest(),
-                     timing.score_buffers, timing.schedule, timing.resident_memory, timing.mma) if digest else ()
+                     timing.score_buffers, timing.schedule, timing.mma) if digest else ()
         self._cycles: dict[tuple[int, int], int] = {}
         self._short_cycles: dict[tuple, int] = {}
         self._long: dict[int, tuple[int, list[tuple[tuple[np.ndarray, ...], tuple]]] | None] = {}

@@ -128,6 +128,10 @@ class HardwareConfig(_Strict):
         default_factory=dict, description="Op kind -> cycles from such an op's start until an op reading its result may "
         "start (its latency when it runs alone, e.g. a row reduction across warps through shared memory); its "
         "pipeline is free once the op's own cycles end. Shorter than those cycles: no effect; absent: none")
+    load_latency_cycles: int = Field(
+        default=0, strict=True, ge=0, le=MAX_CYCLES, description="Cycles a memory op's data arrives after its bytes "
+        "have crossed its pipeline, the pipeline moving other ops' bytes meanwhile (a loop that waits for each load it "
+        "issues, timed in program order); 0: none beyond the pipeline's start-up")
     chip: ChipSpec | None = Field(default=None, description="Many such cores sharing L2 and HBM (absent: one core)")
     take_turns: tuple[Role, ...] = Field(
         default=(), description="Pipeline roles whose ops take turns core-wide, in issue order, whatever their streams "

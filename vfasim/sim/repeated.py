@@ -86,7 +86,7 @@ def _checked(rep: Repeated, hw: HardwareConfig, schedule: str) -> tuple[_Short, 
     copies = np.array([g.copies for g in rep.gaps], np.int64)
     k = max(_COPIES, 2 * hw.score_buffers, 2 * max((p.units for p in hw.pipelines.values()), default=1))
     long = copies > k + 1
-    if schedule != "pipelined" or any(hw.result_latency.values()) or not long.any():
+    if schedule != "pipelined" or any(hw.result_latency.values()) or hw.load_latency_cycles or not long.any():
         return None
     short = _short(rep, hw, schedule, np.where(long, k, copies), long)
     if short is None:

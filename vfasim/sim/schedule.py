@@ -111,13 +111,19 @@ def _codes(kind: np.ndarray, dtype: np.ndarray) -> np.ndarray:
 
 def op_latency(trace: Trace, hw: HardwareConfig, cycles: np.ndarray) -> np.ndarray | None:
     """Cycles each op's result arrives after the op ends: its kind's ``result_latency`` (counted from its start)
-    beyond its ``cycles``; None where no kind has one."""
-    if not any(hw.result_latency.values()):
+    beyond its ``cycles``, and for an op on a memory pipeline ``load_latency_cycles`` more; None where neither is
+    given."""
+    if not any(hw.result_latency.values()) and not hw.load_latency_cycles:
         return None
     per_kind = np.zeros(len(KIND_NAMES), np.int64)
     for kind, latency in hw.result_latency.items():
         per_kind[KIND_NAMES.index(kind)] = latency
-    return np.maximum(per_kind[trace.kind] - cycles, 0)
+    after = np.zeros(len(KIND_NAMES), np.int64)
+    if hw.load_latency_cycles:
+        memory = [KIND_NAMES.index(k) for k, pipe in hw.op_map.items()
+                  if pipe in hw.pipelines and hw.pipelines[pipe].role == "memory"]
+        after[memory] = hw.load_latency_cycles
+    return np.maximum(per_kind[trace.kind] - cycles, 0) + after[trace.kind]
 
 
 def _issue_shared(tile: np.ndarray, hw: HardwareConfig, pipe: np.ndarray, full: np.ndarray, held: np.ndarray,
