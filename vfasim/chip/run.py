@@ -365,8 +365,8 @@ def in_order_core(core: HardwareConfig, chip: ChipSpec, clock_ghz: float, from_h
         raise VfasimError(f"{core.name}: a loop that is not software-pipelined is timed with the chip's L2 latency "
                           "and bandwidth, and its chip section gives no l2")
     share = chip.l2.unpipelined_bytes_per_cycle or chip.bytes_per_cycle(chip.l2, clock_ghz) / chip.cores
-    pipes = {name: p.model_copy(update={"units": 1, "throughput": {"bytes": min(p.throughput["bytes"] * p.units,
-                                                                                 share)}})
+    pipes = {name: p.model_copy(update={"units": 1, "units_by": "issue",  # one port, the streams' loads in issue order
+                                        "throughput": {"bytes": min(p.throughput["bytes"] * p.units, share)}})
              if p.role == "memory" else p for name, p in core.pipelines.items()}
     roles = tuple(dict.fromkeys(p.role for p in pipes.values()))
     latency = chip.hbm.latency_cycles if from_hbm and chip.hbm is not None else chip.l2.latency_cycles
