@@ -75,6 +75,13 @@ BLIND6 = ((1100, 2500, 4000, 7777, 9000, 15000), (3, 12, 24), ((24, 3), (44, 4),
 BLIND7 = ((600, 1700, 3000, 6500, 11500, 22000), (1, 7, 20), ((40, 5), (18, 6), (64, 4), (36, 36)),
           ((3, 40, 5), (20, 18, 6), (8, 36, 36)), (1000, 8000, 36000), (1, 5), (256,),
           ((6500, 7, (18, 6)), (1700, 20, (40, 5))))
+#: an eighth blind grid (``attention.blind_grid(BLIND8)``), measured after a non-pipelined loop's loads took the SM's
+#: port in issue order and VSA's head-dim-64 tiles their floor: other lengths, batches (2-28) and head configs (24/6,
+#: GQA 4:1; 56/7, 8:1; 10/2, 5:1; 48/48), head dim 256 at two shapes, decode of 1 and 3 queries at K/V lengths no grid
+#: used
+BLIND8 = ((520, 1400, 2600, 5300, 9900, 17000), (2, 9, 28), ((24, 6), (56, 7), (10, 2), (48, 48)),
+          ((7, 24, 6), (40, 10, 2), (8, 48, 48)), (1200, 9500, 44000), (1, 3), (256,),
+          ((2600, 9, (24, 6)), (9900, 2, (56, 7))))
 BOOLS = ("true", "false")
 
 

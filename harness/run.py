@@ -24,7 +24,7 @@ import torch
 from harness import attention as A
 from harness import kernels
 from harness.bench import Budget, ClockSampler, Timer, provenance, time_pair
-from harness.rows import (ATTENTION, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, CALLS, CHAIN, CHECKS, MICRO, NUMERICS, PAIRS, PROFILE, SKIPPED, Table, chip_name,
+from harness.rows import (ATTENTION, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, BLIND8, CALLS, CHAIN, CHECKS, MICRO, NUMERICS, PAIRS, PROFILE, SKIPPED, Table, chip_name,
                           write_sidecar)
 from harness.worker import format_configs, parse_configs
 
@@ -35,7 +35,7 @@ CANDIDATES = {64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3)],
 
 PHASES = ("checks", "micro", "loop", "stages", "issue", "latency", "profile", "calls", "floor", "units", "units_decode",
           "pairs", "chain", "fa3", "decode", "numerics", "prefill", "blind", "blind2", "blind3",
-          "blind4", "blind5", "blind6", "blind7")
+          "blind4", "blind5", "blind6", "blind7", "blind8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                          "8- and 16-query decode, head dims 80 and 96, one sequence of 32K and 64K), 'blind6' (a "
                          "sixth, rows.BLIND6: lengths mostly off the key blocks, batches 3-24, GQA 8:1 and 11:1, 1- and "
                          "6-query decode), 'blind7' (a seventh, rows.BLIND7: batches 1-20, GQA 8:1, 3:1 and 16:1, 1- and "
-                         "5-query decode), "
+                         "5-query decode), 'blind8' (an eighth, rows.BLIND8: batches 2-28, GQA 4:1, 8:1 and 5:1, 1- and "
+                         "3-query decode), "
                          "'profile' (the CUDA kernels of a few SDPA calls, profile.csv) and 'calls' (every SDPA "
                          "backend's decode call of the decode grid, each kernel's start and duration as a timed call "
                          "runs it, calls.csv; --quick: its first 6 cases)")
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             grid = A.decode_grid()[:6] if a.quick else A.decode_grid()
             runner.run_all(grid, sdpa_dtypes=("fp16", "bf16"), triton_dtypes=("fp16",), reserve_s=150)
         for phase, grid in (("blind", A.BLIND1), ("blind2", BLIND2), ("blind3", BLIND3), ("blind4", BLIND4),
-                            ("blind5", BLIND5), ("blind6", BLIND6), ("blind7", BLIND7)):
+                            ("blind5", BLIND5), ("blind6", BLIND6), ("blind7", BLIND7), ("blind8", BLIND8)):
             if phase in phases:
                 cases = A.blind5_grid(grid, phase) if phase == "blind5" else A.blind_grid(grid, phase)
                 runner.run_all(cases[:8] if a.quick else cases, sdpa_dtypes=("fp16", "bf16"),
