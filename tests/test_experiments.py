@@ -221,7 +221,8 @@ def test_the_blind_study_runs_every_blind_campaigns_rows_on_both_tiers(tmp_path)
                                                       "blind_flex_h100_2026_11", "blind_flex_h200_2026_11",
                                                       "blind_grid2_h200_2026_11", "blind_grid3_h200_2026_11",
                                                       "blind_grid4_h200_2026_11", "blind_grid5_h200_2026_11",
-                                                      "blind_grid6_h200_2026_11", "blind_grid7_h200_2026_11"}
+                                                      "blind_grid6_h200_2026_11", "blind_grid7_h200_2026_11",
+                                                      "blind_grid8_h200_2026_11"}
     out = study.main(["--max-rows", "1", "--out", str(tmp_path)])
     lines = [r for r in out if r["kernel"] not in ("all", "")]
     assert sum(r["rows"] for r in lines) == len(first) == out[-1]["rows"]  # every row once, and in the total

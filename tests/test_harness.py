@@ -463,7 +463,8 @@ def test_the_mma_campaign_reaches_about_two_thirds_of_the_datasheet_rate(campaig
                                              ("blind_flex_h100_2026_11", 66), ("blind_grid2_h200_2026_11", 248),
                                              ("blind_grid3_h200_2026_11", 252), ("blind_grid4_h200_2026_11", 261),
                                              ("blind_grid5_h200_2026_11", 150), ("blind_grid6_h200_2026_11", 242),
-                                             ("blind_grid7_h200_2026_11", 244), ("blind_flex_h200_2026_11", 66)])
+                                             ("blind_grid7_h200_2026_11", 244), ("blind_flex_h200_2026_11", 66),
+                                             ("blind_grid8_h200_2026_11", 248)])
 def test_the_blind_campaigns_hold_only_shapes_no_other_campaign_measured(campaign, count):
     folder = ROOT / "validation" / campaign
     for name in ("attention", "checks"):
