@@ -466,6 +466,10 @@ def test_flex_runs_its_bounds_checked_kernel_where_either_length_is_off_a_multip
     assert off.chip["unit_overhead_cycles"] == rule.bounds_cta_cycles > rule.cta_cycles
     assert off.chip["units"] == on.chip["units"] and off.latency_cycles > 1.15 * on.latency_cycles
     assert off.ops["mask"] > 0 == on.ops.get("mask", 0)  # the select on every score
+    bare = flex.model_copy(update={"tiles": [t.model_copy(update={"bounds_cta_cycles": None, "bounds_block_cycles": None})
+                                             for t in flex.tiles]}).model_dump()
+    with pytest.raises(ValueError, match="no tile gives bounds_mask_work"):  # the condition would be ignored
+        type(flex).model_validate(bare)
 
 
 def test_cudnns_bounds_check_masks_every_key_block_where_the_kv_length_is_off_them():

@@ -80,6 +80,9 @@ def figures(head_dim: int) -> tuple[int, int]:
     block = ((s_off - s_on) - (ms_off - ms_on)) / n_on * clock
     cta = ((i_off - i_on) - (mi_off - mi_on)) / n_on * clock
     base = shipped.tile(head_dim, "16bit", False).cta_cycles or 0
+    if cta < 0 or block < 0:  # the fields take no negative figure: said, not hidden
+        print(f"head dim {head_dim}: the sweeps give {cta:.0f} cycles a CTA and {block:.0f} a key block; a negative "
+              "figure is taken as 0")
     print(f"head dim {head_dim}: a key block on all CTAs {s_on:.2f} -> {s_off:.2f} us (model {ms_on:.2f} -> "
           f"{ms_off:.2f}), intercept {i_on:.1f} -> {i_off:.1f} us (model {mi_on:.1f} -> {mi_off:.1f}), {n_on} waves "
           f"(lengths from {FROM_SEQ}): a key block {block:.0f} cycles more, a CTA {cta:.0f} more than cta_cycles "

@@ -448,6 +448,11 @@ class Kernel(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Kernel:
+        rules = [*self.tiles, *(self.decode.tiles if self.decode else [])]
+        if (self.bounds_multiple is not None or self.bounds_causal) and not any(
+                (r.bounds_mask_work, r.bounds_cta_cycles, r.bounds_block_cycles) != (None, None, None) for r in rules):
+            raise ValueError("bounds_multiple and bounds_causal say when a tile's bounds-checked code runs, and no tile "
+                             "gives bounds_mask_work, bounds_cta_cycles or bounds_block_cycles")
         for i, rule in enumerate(self.tiles):
             rows = self.stream_rows or rule.block_q
             if rule.block_q % rows:
